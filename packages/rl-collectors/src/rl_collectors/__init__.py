@@ -1,0 +1,7 @@
+"""Data collectors (single, multi-process, Ray) and weight synchronisation."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,7 @@
+"""Return estimators and RL losses."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,167 @@
+"""Named ranges: the ``profiled`` decorator and the ``record`` context manager.
+
+``RL_PROFILING=1`` is read once, at import. When it is unset, ``profiled(name)(f)``
+returns ``f`` itself and ``record(name)`` returns one shared ``nullcontext``: profiling
+costs nothing when off. When it is set ("armed"), ranges can be switched on and off at
+runtime with :func:`set_profiling_enabled`; an enabled range goes to
+``torch.profiler.record_function`` when torch is importable, else to rl-profiling's own
+recorder (:mod:`rl_profiling._recorder`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from rl_profiling._recorder import RECORDER
+
+__all__ = [
+    "ENV_VAR",
+    "ARMED",
+    "profiled",
+    "profiling_enabled",
+    "profiling_env",
+    "record",
+    "set_profiling_enabled",
+]
+
+ENV_VAR = "RL_PROFILING"
+_TRUE = {"1", "true", "yes", "on"}
+
+ARMED: bool = os.environ.get(ENV_VAR, "").strip().lower() in _TRUE
+"""Whether ``RL_PROFILING`` was set when ``rl_profiling`` was imported."""
+
+_NULL = contextlib.nullcontext()
+_state = {"enabled": ARMED}
+_backend: dict[str, Any] = {}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def profiling_enabled() -> bool:
+    """Return whether named ranges are emitted right now in this process."""
+    return _state["enabled"]
+
+
+def set_profiling_enabled(flag: bool) -> None:
+    """Switch named ranges on or off at runtime, in this process only.
+
+    Args:
+        flag: ``True`` to emit ranges, ``False`` to stop.
+
+    Enabling has no effect (and warns) unless ``RL_PROFILING=1`` was set before
+    ``rl_profiling`` was imported: un-armed decorators returned the plain function.
+    """
+    flag = bool(flag)
+    if flag and not ARMED:
+        warnings.warn(
+            f"set_profiling_enabled(True) does nothing: {ENV_VAR}=1 was not set when "
+            "rl_profiling was imported, so no range was installed. Set it in the "
+            "environment before starting Python.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return
+    _state["enabled"] = flag
+
+
+def profiling_env() -> dict[str, str]:
+    """Environment variables that arm a child process the way this one is armed.
+
+    Pass them to a subprocess environment or to a Ray actor's
+    ``runtime_env["env_vars"]``. Empty when this process is not armed or is disabled.
+    """
+    if ARMED and _state["enabled"]:
+        return {ENV_VAR: "1"}
+    return {}
+
+
+def _compiling() -> bool:
+    fn = _backend.get("compiling")
+    return bool(fn is not None and fn())
+
+
+def _open_range(name: str) -> Any:
+    """Return an entered-on-use context manager for one enabled range."""
+    if "record_function" not in _backend:
+        _load_backend()
+    if _compiling():
+        return _NULL
+    rf = _backend["record_function"]
+    if rf is None:
+        return RECORDER.range(name)
+    return rf(name)
+
+
+def _load_backend() -> None:
+    if importlib.util.find_spec("torch") is None:
+        _backend["record_function"] = None
+        _backend["compiling"] = None
+        return
+    import torch
+
+    _backend["record_function"] = torch.profiler.record_function
+    compiler = getattr(torch, "compiler", None)
+    _backend["compiling"] = getattr(compiler, "is_compiling", None)
+
+
+def record(name: str) -> contextlib.AbstractContextManager[Any]:
+    """Open a named range for a ``with`` block.
+
+    Args:
+        name: the range name, ``Class.method`` by convention.
+
+    Returns:
+        The one shared ``nullcontext`` when profiling is off (no allocation), else a
+        ``torch.profiler.record_function`` range (or the stdlib recorder's range).
+
+    Examples:
+        >>> from rl_profiling import record
+        >>> with record("MyLoop.step"):
+        ...     x = 1 + 1
+    """
+    if not _state["enabled"]:
+        return _NULL
+    return _open_range(name)
+
+
+def profiled(name: str) -> Callable[[F], F]:
+    """Decorate a function so each call is a named range.
+
+    Args:
+        name: the range name, ``Class.method`` by convention (e.g. ``"EnvBase.step"``).
+
+    Returns:
+        A decorator. When ``RL_PROFILING`` was not set at import it returns the very
+        same function object, so an un-armed process pays nothing.
+
+    Examples:
+        >>> from rl_profiling import profiled
+        >>> def f(x):
+        ...     return x + 1
+        >>> g = profiled("demo.f")(f)
+        >>> g(1)
+        2
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"profiled(name): expected a non-empty str, got {name!r}")
+
+    def decorate(fn: F) -> F:
+        if not ARMED:
+            return fn
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not _state["enabled"]:
+                return fn(*args, **kwargs)
+            with _open_range(name):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,7 @@
+"""Recurrent TensorDict modules (LSTM, GRU) with fast reset-aware backends."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]
