@@ -1,0 +1,91 @@
+"""Run the side-by-side benchmarks and print one table of figures and ratios.
+
+Usage::
+
+    uv run python benchmarks/run.py                 # every benchmarks/bench_*.py
+    uv run python benchmarks/run.py envs collectors  # bench_envs.py, bench_collectors.py
+
+Each ``bench_<name>.py`` exposes ``run() -> list[dict]``; a row holds ``figure``,
+``value``, ``unit``, ``limit`` (the reference measured in the same run, or the target)
+and ``ratio`` (its direction is stated in the figure's name). The rows are printed as
+one table and written to ``benchmarks/results/latest.json`` with the machine's details.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "latest.json"
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # spawned workers can re-import it by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def _select(names: list[str]) -> list[Path]:
+    found = {p.stem.removeprefix("bench_"): p for p in sorted(HERE.glob("bench_*.py"))}
+    unknown = [n for n in names if n not in found]
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s) {unknown}; expected some of {sorted(found)}")
+    return [found[n] for n in names] if names else list(found.values())
+
+
+def _fmt(x: object) -> str:
+    if isinstance(x, float):
+        return f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
+    return str(x)
+
+
+def print_table(rows: list[dict]) -> None:
+    """Print rows as an aligned table (bench, figure, value, unit, limit, ratio)."""
+    cols = ["bench", "figure", "value", "unit", "limit", "ratio"]
+    cells = [[_fmt(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(cols)]
+    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths))
+    print(line)
+    print("-" * len(line))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="benchmark names (bench_<name>.py); all by default")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(HERE))
+    rows, failures = [], []
+    for path in _select(args.names):
+        name = path.stem.removeprefix("bench_")
+        start = time.perf_counter()
+        try:
+            for row in _load(path).run():
+                rows.append({"bench": name, **row})
+        except Exception:  # a broken benchmark is reported, the others still run
+            failures.append(name)
+            traceback.print_exc()
+        print(f"[{name}] done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    print_table(rows)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    machine = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    RESULTS.write_text(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine, "rows": rows}, indent=2))
+    print(f"\nwrote {RESULTS.relative_to(HERE.parent)}")
+    if failures:
+        print(f"failed: {failures}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
