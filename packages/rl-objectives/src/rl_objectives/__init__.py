@@ -1,7 +1,58 @@
-"""Return estimators and RL losses."""
+"""rl-objectives: exact, fast return estimators and the standard RL losses.
+
+Estimators (:mod:`rl_objectives.value`): ``GAE``, ``TD0Estimator``, ``TD1Estimator``,
+``TDLambdaEstimator``, ``MultiAgentGAE`` and the pure functions in
+:mod:`rl_objectives.value.functional`. Losses: ``PPOLoss``, ``ClipPPOLoss``,
+``KLPENPPOLoss``, ``A2CLoss``, ``DQNLoss``; target updaters ``SoftUpdate`` and
+``HardUpdate``. See ``docs/objectives.md``.
+"""
 
 from __future__ import annotations
 
+from rl_objectives._a2c import A2CLoss
+from rl_objectives._compile import compile_with_warmup
+from rl_objectives._dqn import DQNLoss
+from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
+from rl_objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from rl_objectives._target_updaters import HardUpdate, SoftUpdate
+from rl_objectives.exceptions import (
+    MissingKeyError,
+    ObjectivesError,
+    ShapeMismatchError,
+    TimeDimError,
+)
+from rl_objectives.value import (
+    GAE,
+    MultiAgentGAE,
+    TD0Estimator,
+    TD1Estimator,
+    TDLambdaEstimator,
+    ValueEstimatorBase,
+)
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "A2CLoss",
+    "ClipPPOLoss",
+    "DQNLoss",
+    "GAE",
+    "HardUpdate",
+    "KLPENPPOLoss",
+    "LossModule",
+    "MissingKeyError",
+    "MultiAgentGAE",
+    "ObjectivesError",
+    "PPOLoss",
+    "ShapeMismatchError",
+    "SoftUpdate",
+    "TD0Estimator",
+    "TD1Estimator",
+    "TDLambdaEstimator",
+    "TimeDimError",
+    "ValueEstimatorBase",
+    "ValueEstimators",
+    "__version__",
+    "compile_with_warmup",
+    "distance_loss",
+]

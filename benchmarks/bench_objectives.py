@@ -1,0 +1,114 @@
+"""rl-objectives: GAE and TD(lambda) scan vs the reference loop, on one CPU thread.
+
+Figures: ours (ms), the loop measured in the same run (ratio ours/loop), the
+memory-bound limit (bytes read + written over a measured copy rate), the absolute target
+``[256, 1000]`` GAE <= 1.5 ms, and the PPO loss forward+backward in eager mode.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from rl_objectives.value import functional as F
+
+SHAPES = [(256, 1000), (8, 2048), (2048, 128)]
+TARGET_MS = 1.5
+
+
+def _best_ms(fn, repeats: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best * 1e3
+
+
+def _inputs(b: int, t: int):
+    g = torch.Generator().manual_seed(0)
+    v, nv, r = (torch.randn(b, t, 1, generator=g) for _ in range(3))
+    done = torch.rand(b, t, 1, generator=g) < 0.01
+    term = done & (torch.rand(b, t, 1, generator=g) < 0.5)
+    return v, nv, r, done, term
+
+
+def _copy_limit_ms(b: int, t: int) -> float:
+    # GAE reads 3 float32 + 2 bool leaves and writes 2 float32 leaves
+    n_bytes = b * t * (3 * 4 + 2 + 2 * 4)
+    src = torch.randn(b * t * 4)
+    dst = torch.empty_like(src)
+    ms = _best_ms(lambda: dst.copy_(src), 20)
+    rate = 2 * src.numel() * 4 / (ms / 1e3)  # bytes moved per second by a copy
+    return n_bytes / rate * 1e3
+
+
+def _estimators(rows: list[dict]) -> None:
+    for b, t in SHAPES:
+        v, nv, r, done, term = _inputs(b, t)
+        gae = _best_ms(lambda: F.vec_generalized_advantage_estimate(0.99, 0.95, v, nv, r, done, term), 20)
+        gae_loop = _best_ms(lambda: F.generalized_advantage_estimate(0.99, 0.95, v, nv, r, done, term), 3)
+        tdl = _best_ms(lambda: F.vec_td_lambda_return_estimate(0.99, 0.95, nv, r, done, term), 20)
+        tdl_loop = _best_ms(lambda: F.td_lambda_return_estimate(0.99, 0.95, nv, r, done, term), 3)
+        limit = _copy_limit_ms(b, t)
+        rows.append(dict(figure=f"GAE [{b}, {t}] ours/loop", value=gae, unit="ms", limit=gae_loop,
+                         ratio=gae / gae_loop))
+        rows.append(dict(figure=f"GAE [{b}, {t}] ours/memory-bound limit", value=gae, unit="ms",
+                         limit=limit, ratio=gae / limit))
+        rows.append(dict(figure=f"TD(lambda) [{b}, {t}] ours/loop", value=tdl, unit="ms",
+                         limit=tdl_loop, ratio=tdl / tdl_loop))
+        if (b, t) == (256, 1000):
+            rows.append(dict(figure="GAE [256, 1000] ours/target 1.5 ms (target <= 1)", value=gae,
+                             unit="ms", limit=TARGET_MS, ratio=gae / TARGET_MS))
+
+
+def _ppo(rows: list[dict]) -> None:
+    from rl_objectives import ClipPPOLoss
+    from tensordict import TensorDict
+    from tensordict.nn import (
+        NormalParamExtractor,
+        ProbabilisticTensorDictModule,
+        ProbabilisticTensorDictSequential,
+        TensorDictModule,
+    )
+
+    net = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4),
+                              NormalParamExtractor())
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(["loc", "scale"], ["action"],
+                                      distribution_class=torch.distributions.Normal))
+    critic = TensorDictModule(torch.nn.Linear(8, 1), ["observation"], ["state_value"])
+    loss = ClipPPOLoss(actor, critic)
+    td = TensorDict({"observation": torch.randn(64, 32, 8), "action": torch.randn(64, 32, 2),
+                     "sample_log_prob": torch.randn(64, 32), "advantage": torch.randn(64, 32, 1),
+                     "value_target": torch.randn(64, 32, 1)}, [64, 32])
+
+    def step():
+        out = loss(td)
+        (out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]).backward()
+
+    fwd_bwd = _best_ms(step, 10)
+    plain = _best_ms(lambda: net(td["observation"]).__getitem__(0).sum().backward(), 10)
+    rows.append(dict(figure="ClipPPOLoss fwd+bwd [64, 32] eager / actor-net fwd+bwd", value=fwd_bwd,
+                     unit="ms", limit=plain, ratio=fwd_bwd / plain))
+
+
+def run() -> list[dict]:
+    """Run every figure on one thread and return the rows."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rows: list[dict] = []
+        _estimators(rows)
+        _ppo(rows)
+        return rows
+    finally:
+        torch.set_num_threads(threads)
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(f"{row['figure']:<60} {row['value']:9.3f} {row['unit']:<3} "
+              f"limit {row['limit']:9.3f}  ratio {row['ratio']:.3f}")

@@ -1,0 +1,159 @@
+"""Shared pieces of the on-policy actor-critic losses (A2C, PPO)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+
+from rl_objectives import _keys
+from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
+
+__all__ = ["ActorCriticLoss"]
+
+
+def _match(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Give a per-sample log-prob/entropy the trailing singleton of ``[*B, T, 1]`` data."""
+    if x.ndim == like.ndim - 1 and like.shape[-1] == 1:
+        return x.unsqueeze(-1)
+    return x
+
+
+class ActorCriticLoss(LossModule):
+    """Actor log-probabilities, entropy, critic loss and advantage handling.
+
+    Args:
+        actor_network: a probabilistic tensordict module with ``get_dist(td)``.
+        critic_network: a tensordict module writing ``state_value``; may be ``None``
+            when ``critic_coef`` is 0.
+        entropy_bonus: add ``loss_entropy``.
+        entropy_coef: weight of the entropy bonus.
+        critic_coef: weight of the critic loss.
+        loss_critic_type: ``"l1"``, ``"l2"`` or ``"smooth_l1"``.
+        normalize_advantage: standardise the advantage over the batch.
+        gamma: discount of the default value estimator.
+        clip_value: clip the new value to ``old value +- clip_value`` (PPO value clip).
+
+    Raises:
+        TypeError: the networks are not tensordict modules.
+        ValueError: a coefficient is negative.
+    """
+
+    default_value_estimator = ValueEstimators.GAE
+
+    @dataclasses.dataclass
+    class _AcceptedKeys:
+        """Key roles.
+
+        Attributes:
+            advantage: the advantage (computed with the value estimator if absent).
+            value_target: the critic's regression target.
+            value: the critic's output ``state_value``.
+            action: the action taken.
+            sample_log_prob: the behaviour policy's log-probability of the action.
+            reward: reward under ``"next"`` (for the value estimator).
+            done: done under ``"next"``.
+            terminated: terminated under ``"next"``.
+        """
+
+        advantage: NestedKey = _keys.ADVANTAGE
+        value_target: NestedKey = _keys.VALUE_TARGET
+        value: NestedKey = _keys.STATE_VALUE
+        action: NestedKey = _keys.ACTION
+        sample_log_prob: NestedKey = _keys.SAMPLE_LOG_PROB
+        reward: NestedKey = _keys.REWARD
+        done: NestedKey = _keys.DONE
+        terminated: NestedKey = _keys.TERMINATED
+
+    def __init__(
+        self,
+        actor_network: TensorDictModuleBase,
+        critic_network: TensorDictModuleBase | None = None,
+        *,
+        entropy_bonus: bool = True,
+        entropy_coef: float = 0.01,
+        critic_coef: float = 1.0,
+        loss_critic_type: str = "smooth_l1",
+        normalize_advantage: bool = False,
+        gamma: float | None = None,
+        clip_value: float | None = None,
+    ) -> None:
+        super().__init__()
+        for name, net in (("actor_network", actor_network), ("critic_network", critic_network)):
+            if net is not None and not isinstance(net, TensorDictModuleBase):
+                raise TypeError(f"{name} must be a tensordict.nn module, got {type(net).__name__}")
+        if not hasattr(actor_network, "get_dist"):
+            raise TypeError("actor_network must be probabilistic (have get_dist(tensordict))")
+        for name, value in (("entropy_coef", entropy_coef), ("critic_coef", critic_coef)):
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        if clip_value is not None and clip_value <= 0:
+            raise ValueError(f"clip_value must be > 0 or None, got {clip_value}")
+        distance_loss(torch.zeros(1), torch.zeros(1), loss_critic_type)  # validates the name
+        self.actor_network = actor_network
+        self.critic_network = critic_network
+        self.entropy_bonus = entropy_bonus
+        self.entropy_coef = entropy_coef
+        self.critic_coef = critic_coef
+        self.loss_critic_type = loss_critic_type
+        self.normalize_advantage = normalize_advantage
+        self.gamma = gamma
+        self.clip_value = clip_value
+
+    def _advantage(self, tensordict: TensorDictBase) -> torch.Tensor:
+        if self.tensor_keys.advantage not in tensordict.keys(include_nested=True):
+            if self.value_estimator.value_network is None and self.critic_network is not None:
+                self.value_estimator.value_network = self.critic_network
+            with torch.no_grad():
+                self.value_estimator(tensordict)
+        advantage = self._get(tensordict, self.tensor_keys.advantage).detach()
+        if self.normalize_advantage and advantage.numel() > 1:
+            advantage = (advantage - advantage.mean()) / advantage.std().clamp_min(1e-6)
+        return advantage
+
+    def _log_prob(self, tensordict: TensorDictBase):
+        """``(log pi(a|s), distribution)`` under the current actor."""
+        dist = self.actor_network.get_dist(tensordict)
+        action = self._get(tensordict, self.tensor_keys.action)
+        log_prob = dist.log_prob(action)
+        if log_prob.shape == action.shape and action.ndim > tensordict.batch_dims:
+            log_prob = log_prob.sum(-1)  # a factorised distribution without Independent
+        return log_prob, dist
+
+    def _entropy(self, dist, like: torch.Tensor) -> torch.Tensor:
+        try:
+            entropy = dist.entropy()
+        except NotImplementedError:
+            sample = dist.rsample() if dist.has_rsample else dist.sample()
+            entropy = -dist.log_prob(sample)
+        if entropy.ndim > like.ndim:
+            entropy = entropy.sum(-1)
+        return _match(entropy, like)
+
+    def _critic_terms(self, tensordict: TensorDictBase) -> dict[str, torch.Tensor]:
+        keys = self.tensor_keys
+        target = self._get(tensordict, keys.value_target).detach()
+        old_value = tensordict.get(keys.value, None)
+        td = tensordict.select(*self.critic_network.in_keys, strict=False).copy()
+        value = self._get(self.critic_network(td), keys.value)
+        loss = distance_loss(value, target, self.loss_critic_type)
+        if self.clip_value is not None and old_value is not None:
+            old_value = old_value.detach()
+            clipped = old_value + (value - old_value).clamp(-self.clip_value, self.clip_value)
+            loss = torch.maximum(loss, distance_loss(clipped, target, self.loss_critic_type))
+        variance = target.var().clamp_min(1e-12)
+        explained = 1.0 - (target - value.detach()).var() / variance
+        return {"loss_critic": self.critic_coef * loss.mean(), "explained_variance": explained}
+
+    def _common_terms(self, tensordict, dist, advantage) -> dict[str, torch.Tensor]:
+        out: dict[str, torch.Tensor] = {}
+        if self.entropy_bonus:
+            entropy = self._entropy(dist, advantage)
+            out["entropy"] = entropy.detach().mean()
+            out["loss_entropy"] = -self.entropy_coef * entropy.mean()
+        if self.critic_network is not None and self.critic_coef > 0:
+            out.update(self._critic_terms(tensordict))
+        return out

@@ -1,0 +1,94 @@
+"""Target-network updaters: Polyak averaging and periodic copies."""
+
+from __future__ import annotations
+
+import torch
+
+from rl_objectives._loss_base import LossModule
+
+__all__ = ["HardUpdate", "SoftUpdate"]
+
+
+def _check_targets(loss_module: LossModule) -> None:
+    if not isinstance(loss_module, LossModule) or not loss_module.target_pairs():
+        raise ValueError(
+            "loss_module must be a LossModule with target networks (e.g. DQNLoss with "
+            f"delay_value=True), got {type(loss_module).__name__}"
+        )
+
+
+class SoftUpdate:
+    """Polyak averaging ``theta' <- (1 - tau) theta' + tau theta`` at every :meth:`step`.
+
+    Args:
+        loss_module: a loss holding target networks.
+        tau: interpolation weight, in (0, 1]; ``1 - eps`` when only ``eps`` is given.
+        eps: TorchRL's name for ``1 - tau``.
+
+    Raises:
+        ValueError: ``tau``/``eps`` out of range or both given.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict.nn import TensorDictModule
+        >>> from rl_objectives import DQNLoss
+        >>> loss = DQNLoss(TensorDictModule(torch.nn.Linear(2, 2), ["observation"],
+        ...                                 ["action_value"]))
+        >>> SoftUpdate(loss, tau=0.01).step()
+    """
+
+    def __init__(self, loss_module: LossModule, *, tau: float | None = None,
+                 eps: float | None = None) -> None:
+        if tau is not None and eps is not None:
+            raise ValueError(f"give tau or eps, not both (got tau={tau}, eps={eps})")
+        tau = (1.0 - eps if eps is not None else 0.005) if tau is None else tau
+        if not 0.0 < tau <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {tau}")
+        _check_targets(loss_module)
+        self.loss_module, self.tau = loss_module, tau
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Move every target parameter towards its online parameter."""
+        for online, target in self.loss_module.target_pairs():
+            torch._foreach_lerp_(target, [p.detach() for p in online], self.tau)
+
+
+class HardUpdate:
+    """Copy the online parameters into the targets every ``value_network_update_interval`` steps.
+
+    Args:
+        loss_module: a loss holding target networks.
+        value_network_update_interval: the period, in calls to :meth:`step`.
+
+    Raises:
+        ValueError: the period is not a positive int.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict.nn import TensorDictModule
+        >>> from rl_objectives import DQNLoss
+        >>> loss = DQNLoss(TensorDictModule(torch.nn.Linear(2, 2), ["observation"],
+        ...                                 ["action_value"]))
+        >>> HardUpdate(loss, value_network_update_interval=2).step()
+    """
+
+    def __init__(self, loss_module: LossModule, *,
+                 value_network_update_interval: int = 1000) -> None:
+        if not isinstance(value_network_update_interval, int) or value_network_update_interval < 1:
+            raise ValueError(
+                "value_network_update_interval must be an int >= 1, got "
+                f"{value_network_update_interval!r}"
+            )
+        _check_targets(loss_module)
+        self.loss_module = loss_module
+        self.value_network_update_interval = value_network_update_interval
+        self.counter = 0
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Count a step; copy the parameters when the period is reached."""
+        self.counter += 1
+        if self.counter % self.value_network_update_interval == 0:
+            for online, target in self.loss_module.target_pairs():
+                torch._foreach_copy_(target, [p.detach() for p in online])

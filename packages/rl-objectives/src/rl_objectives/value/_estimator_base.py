@@ -1,0 +1,155 @@
+"""Base class of the estimator modules: keys, running the critic, reading the inputs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import nn
+
+from rl_objectives import _keys
+from rl_objectives._tensor_keys import KeyedModule, get_key
+from rl_objectives.value._checks import check_time_dim
+
+__all__ = ["ValueEstimatorBase"]
+
+
+class ValueEstimatorBase(KeyedModule, nn.Module):
+    """Reads a ``[*B, T]`` rollout and writes ``advantage`` and ``value_target``.
+
+    Subclasses implement :meth:`_estimate`, mapping the input tensors (time at
+    ``time_dim``) to ``(advantage, value_target)``.
+
+    Args:
+        gamma: discount, float or tensor.
+        value_network: critic writing ``state_value`` from the root and from ``"next"``;
+            ``None`` when the input already holds both values.
+        differentiable: keep the graph through the critic (targets are detached
+            otherwise).
+        skip_existing: do not re-run the critic where ``state_value`` is present.
+        time_dim: the batch dim of the TensorDict that is time; the last one when
+            ``None``.
+
+    Raises:
+        TypeError: ``value_network`` is not a TensorDict module.
+        ValueError: ``gamma`` is not a float or a tensor.
+    """
+
+    @dataclasses.dataclass
+    class _AcceptedKeys:
+        """Key roles of an estimator.
+
+        Attributes:
+            advantage: where the advantage is written.
+            value_target: where the value target is written.
+            value: the state value ``V(s_t)`` (and ``V(s_{t+1})`` under ``"next"``).
+            reward: the reward, read under ``"next"``.
+            done: the done flag, read under ``"next"``.
+            terminated: the terminated flag, read under ``"next"``.
+            sample_log_prob: the behaviour policy's log-probability (V-trace).
+        """
+
+        advantage: NestedKey = _keys.ADVANTAGE
+        value_target: NestedKey = _keys.VALUE_TARGET
+        value: NestedKey = _keys.STATE_VALUE
+        reward: NestedKey = _keys.REWARD
+        done: NestedKey = _keys.DONE
+        terminated: NestedKey = _keys.TERMINATED
+        sample_log_prob: NestedKey = _keys.SAMPLE_LOG_PROB
+
+    def __init__(
+        self,
+        *,
+        gamma: float | torch.Tensor,
+        value_network: TensorDictModuleBase | None = None,
+        differentiable: bool = False,
+        skip_existing: bool = False,
+        time_dim: int | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(gamma, (float, int, torch.Tensor)) or isinstance(gamma, bool):
+            raise ValueError(f"gamma must be a float or a tensor, got {type(gamma).__name__}")
+        if value_network is not None and not isinstance(value_network, TensorDictModuleBase):
+            raise TypeError(
+                "value_network must be a tensordict.nn module (in_keys/out_keys), got "
+                f"{type(value_network).__name__}"
+            )
+        self.gamma = float(gamma) if not isinstance(gamma, torch.Tensor) else gamma
+        self.value_network = value_network
+        self.differentiable = differentiable
+        self.skip_existing = skip_existing
+        self.time_dim = time_dim
+        self._init_keys()
+
+    def _run_critic(self, tensordict: TensorDictBase) -> None:
+        key = self.tensor_keys.value
+        with torch.set_grad_enabled(self.differentiable and torch.is_grad_enabled()):
+            for sub in (tensordict, tensordict.get(_keys.NEXT)):
+                if not (self.skip_existing and key in sub.keys(include_nested=True)):
+                    self.value_network(sub)
+
+    def _inputs(self, tensordict: TensorDictBase) -> dict[str, torch.Tensor]:
+        owner = type(self).__name__
+        keys = self.tensor_keys
+        nxt = get_key(tensordict, _keys.NEXT, owner)
+        done = get_key(nxt, keys.done, owner)
+        terminated = nxt.get(keys.terminated, None)
+        inputs = {
+            "state_value": get_key(tensordict, keys.value, owner),
+            "next_state_value": get_key(nxt, keys.value, owner),
+            "reward": get_key(nxt, keys.reward, owner),
+            "done": done,
+            "terminated": done if terminated is None else terminated,
+        }
+        if not self.differentiable:
+            inputs = {k: v.detach() for k, v in inputs.items()}
+        return inputs
+
+    def _time_dim(self, tensordict: TensorDictBase) -> int:
+        if tensordict.batch_dims == 0:
+            raise ValueError(
+                f"{type(self).__name__} needs a TensorDict with a time batch dim, "
+                f"got batch_size={tuple(tensordict.batch_size)}"
+            )
+        if self.time_dim is None:
+            return tensordict.batch_dims - 1
+        return check_time_dim(self.time_dim, tensordict.batch_dims)
+
+    def _estimate(self, inputs: dict[str, torch.Tensor], time_dim: int):
+        raise NotImplementedError
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Write ``advantage`` and ``value_target`` into ``tensordict`` and return it.
+
+        Args:
+            tensordict: a ``[*B, T]`` rollout.
+
+        Returns:
+            The same TensorDict, with the two keys set.
+
+        Raises:
+            MissingKeyError: a key the estimator reads is absent.
+        """
+        if self.value_network is not None:
+            self._run_critic(tensordict)
+        time_dim = self._time_dim(tensordict)
+        advantage, value_target = self._estimate(self._inputs(tensordict), time_dim)
+        tensordict.set(self.tensor_keys.advantage, advantage)
+        tensordict.set(self.tensor_keys.value_target, value_target)
+        return tensordict
+
+    def value_estimate(self, tensordict: TensorDictBase) -> torch.Tensor:
+        """Return the value target of ``tensordict`` (without writing anything).
+
+        Args:
+            tensordict: a ``[*B, T]`` rollout.
+
+        Returns:
+            The value target tensor.
+        """
+        if self.value_network is not None:
+            self._run_critic(tensordict)
+        return self._estimate(self._inputs(tensordict), self._time_dim(tensordict))[1]

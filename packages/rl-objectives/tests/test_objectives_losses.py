@@ -1,0 +1,203 @@
+"""Estimator modules and losses on small tensordict.nn actors and critics."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from rl_objectives import (
+    GAE,
+    A2CLoss,
+    ClipPPOLoss,
+    DQNLoss,
+    HardUpdate,
+    KLPENPPOLoss,
+    MissingKeyError,
+    MultiAgentGAE,
+    PPOLoss,
+    SoftUpdate,
+    compile_with_warmup,
+)
+from rl_objectives.value import functional as F
+from tensordict import TensorDict
+from tensordict.nn import (
+    NormalParamExtractor,
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
+)
+
+
+def _actor():
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), NormalParamExtractor())
+    return ProbabilisticTensorDictSequential(
+        TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(
+            ["loc", "scale"], ["action"], distribution_class=torch.distributions.Normal,
+            return_log_prob=True,
+        ),
+    )
+
+
+def _critic():
+    return TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["state_value"])
+
+
+def _rollout(b=4, t=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    done = torch.rand(b, t, 1, generator=g) < 0.2
+    return TensorDict(
+        {
+            "observation": torch.randn(b, t, 3, generator=g),
+            "action": torch.randn(b, t, 2, generator=g),
+            "sample_log_prob": torch.randn(b, t, generator=g),
+            "next": {
+                "observation": torch.randn(b, t, 3, generator=g),
+                "reward": torch.randn(b, t, 1, generator=g),
+                "done": done,
+                "terminated": done & (torch.rand(b, t, 1, generator=g) < 0.5),
+            },
+        },
+        [b, t],
+    )
+
+
+def test_gae_module_runs_critic_and_matches_functional():
+    td, critic = _rollout(), _critic()
+    GAE(gamma=0.9, lmbda=0.8, value_network=critic)(td)
+    adv, target = F.generalized_advantage_estimate(
+        0.9, 0.8, td["state_value"], td["next", "state_value"], td["next", "reward"],
+        td["next", "done"], td["next", "terminated"],
+    )
+    torch.testing.assert_close(td["advantage"], adv)
+    torch.testing.assert_close(td["value_target"], target)
+    assert not td["advantage"].requires_grad
+
+
+def test_set_keys_renames_and_missing_keys_are_named():
+    td = _rollout()
+    td.rename_key_(("next", "reward"), ("next", "rew"))
+    gae = GAE(gamma=0.9, lmbda=0.8, value_network=_critic())
+    with pytest.raises(MissingKeyError, match="'reward'"):
+        gae(td)
+    gae.set_keys(reward="rew", advantage="adv")
+    assert gae(td)["adv"].shape == (4, 12, 1)
+    with pytest.raises(ValueError, match="not a key of GAE"):
+        gae.set_keys(rewards="x")
+
+
+def test_multi_agent_gae_keeps_agent_dim_and_equals_per_agent_gae():
+    td = _rollout()
+    values = torch.randn(4, 12, 3, 1)
+    next_values = torch.randn(4, 12, 3, 1)
+    td["agents", "state_value"] = values
+    td["next", "agents", "state_value"] = next_values
+    MultiAgentGAE(gamma=0.9, lmbda=0.8)(td)
+    assert td["agents", "advantage"].shape == (4, 12, 3, 1)
+    for agent in range(3):
+        adv, _ = F.generalized_advantage_estimate(
+            0.9, 0.8, values[:, :, agent], next_values[:, :, agent], td["next", "reward"],
+            td["next", "done"], td["next", "terminated"],
+        )
+        torch.testing.assert_close(td["agents", "advantage"][:, :, agent], adv)
+
+
+@pytest.mark.parametrize("cls", [PPOLoss, ClipPPOLoss, KLPENPPOLoss, A2CLoss])
+def test_actor_critic_losses_outputs_and_gradients(cls):
+    actor, critic = _actor(), _critic()
+    loss = cls(actor, critic, normalize_advantage=True)
+    td = _rollout()
+    out = loss(td)
+    expected = {"loss_objective", "loss_critic", "loss_entropy", "entropy", "explained_variance"}
+    if cls is not A2CLoss:
+        expected |= {"ESS", "kl_approx"}
+    if cls is ClipPPOLoss:
+        expected.add("clip_fraction")
+    assert expected <= set(out.keys())
+    total = sum(v for k, v in out.items() if k.startswith("loss_"))
+    total.backward()
+    assert all(p.grad is not None for p in actor.parameters())
+    assert all(p.grad is not None for p in critic.parameters())
+    # the objective alone reaches the actor but not the critic: targets are detached
+    critic.zero_grad()
+    cls(actor, critic)(td)["loss_objective"].backward()
+    assert all(p.grad is None or torch.all(p.grad == 0) for p in critic.parameters())
+
+
+def test_clip_fraction_and_on_policy_ratio():
+    actor, critic = _actor(), _critic()
+    td = _rollout()
+    with torch.no_grad():
+        td["sample_log_prob"] = actor.get_dist(td).log_prob(td["action"]).sum(-1)
+    out = ClipPPOLoss(actor, critic)(td)
+    assert out["clip_fraction"].item() == 0.0
+    torch.testing.assert_close(out["ESS"], torch.tensor(1.0))
+    torch.testing.assert_close(out["kl_approx"], torch.tensor(0.0))
+
+
+def test_ppo_missing_key_error_names_the_key():
+    td = _rollout().exclude("sample_log_prob")
+    with pytest.raises(MissingKeyError, match="sample_log_prob"):
+        ClipPPOLoss(_actor(), _critic())(td)
+
+
+def _q():
+    return TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["action_value"])
+
+
+@pytest.mark.parametrize("double_dqn", [False, True])
+def test_dqn_target_td_error_and_one_hot_equals_categorical(double_dqn):
+    q = _q()
+    g = torch.Generator().manual_seed(0)
+    td = TensorDict({
+        "observation": torch.randn(6, 3, generator=g),
+        "action": torch.randint(0, 2, (6,), generator=g),
+        "next": {"observation": torch.randn(6, 3, generator=g), "reward": torch.randn(6, 1),
+                 "done": torch.tensor([True, False] * 3).unsqueeze(-1)},
+    }, [6])
+    loss = DQNLoss(q, gamma=0.9, double_dqn=double_dqn)
+    out = loss(td)
+    with torch.no_grad():
+        qs = q.module(td["observation"]).gather(-1, td["action"].unsqueeze(-1)).squeeze(-1)
+        nq = q.module(td["next", "observation"]).max(-1).values
+        target = td["next", "reward"].squeeze(-1) + 0.9 * nq * (~td["next", "done"].squeeze(-1))
+    torch.testing.assert_close(td["td_error"], (qs - target).abs())
+    torch.testing.assert_close(out["loss"], ((qs - target) ** 2).mean())
+    one_hot = td.clone()
+    one_hot["action"] = torch.nn.functional.one_hot(td["action"], 2).float()
+    torch.testing.assert_close(DQNLoss(q, gamma=0.9)(one_hot)["loss"], out["loss"])
+
+
+def test_soft_and_hard_updates_move_targets():
+    loss = DQNLoss(_q())
+    with torch.no_grad():
+        for p in loss.value_network.parameters():
+            p.add_(1.0)
+    online = [p.clone() for p in loss.value_network.parameters()]
+    before = [p.clone() for p in loss.target_value_network.parameters()]
+    SoftUpdate(loss, tau=0.25).step()
+    for o, b, t in zip(online, before, loss.target_value_network.parameters(), strict=True):
+        torch.testing.assert_close(t, b + 0.25 * (o - b))
+    hard = HardUpdate(loss, value_network_update_interval=2)
+    hard.step()
+    assert not torch.equal(next(loss.target_value_network.parameters()), online[0])
+    hard.step()
+    for o, t in zip(online, loss.target_value_network.parameters(), strict=True):
+        torch.testing.assert_close(t, o)
+    with pytest.raises(ValueError, match="tau must be in"):
+        SoftUpdate(loss, tau=0.0)
+
+
+def test_compiled_loss_equals_eager():
+    torch._dynamo.reset()
+    actor, critic = _actor(), _critic()
+    loss = ClipPPOLoss(actor, critic)
+    td = _rollout(2, 8)
+    td["advantage"] = torch.randn(2, 8, 1)
+    td["value_target"] = torch.randn(2, 8, 1)
+    eager = loss(td.clone())
+    compiled = compile_with_warmup(loss, warmup=1, backend="aot_eager")
+    compiled(td.clone())
+    got = compiled(td.clone())
+    assert compiled.compiled is not None
+    for key in ("loss_objective", "loss_critic", "loss_entropy", "ESS"):
+        torch.testing.assert_close(got[key], eager[key])
