@@ -1,10 +1,14 @@
 """rl-profiling: zero-cost named ranges, Timing trees and torch.profiler hooks.
 
-Stdlib only. ``RL_PROFILING=1`` arms the ranges at import; see ``docs/profiling.md``.
+Stdlib only: torch is imported lazily, when a range is emitted, a CUDA-synchronised
+``Timing`` is built or a ``ProfilerHook`` starts. ``RL_PROFILING=1`` arms the ranges at
+import; see ``docs/profiling.md``.
 """
 
 from __future__ import annotations
 
+from rl_profiling._config import ProfileConfig
+from rl_profiling._hook import ProfilerHook
 from rl_profiling._ranges import (
     ARMED,
     ENV_VAR,
@@ -15,18 +19,38 @@ from rl_profiling._ranges import (
     set_profiling_enabled,
 )
 from rl_profiling._recorder import RECORDER, Recorder
+from rl_profiling._timing import Timing
+from rl_profiling._trace import (
+    CATEGORIES,
+    RangeStats,
+    TraceSummary,
+    load_trace_events,
+    summarize_events,
+    summarize_trace,
+)
+from rl_profiling.exceptions import TraceError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ARMED",
+    "CATEGORIES",
     "ENV_VAR",
+    "ProfileConfig",
+    "ProfilerHook",
     "RECORDER",
+    "RangeStats",
     "Recorder",
+    "Timing",
+    "TraceError",
+    "TraceSummary",
     "__version__",
+    "load_trace_events",
     "profiled",
     "profiling_enabled",
     "profiling_env",
     "record",
     "set_profiling_enabled",
+    "summarize_events",
+    "summarize_trace",
 ]
