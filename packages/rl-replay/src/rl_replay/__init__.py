@@ -1,7 +1,65 @@
-"""Replay buffers, storages and samplers."""
+"""rl-replay: replay buffers, storages (tensor, memmap, compressed) and samplers.
+
+TorchRL's names and semantics (``TensorDictReplayBuffer``, ``LazyMemmapStorage``,
+``PrioritizedSampler``, ``SliceSampler``, ...) with a fast, small core; see
+``docs/replay.md``.
+"""
 
 from __future__ import annotations
 
+from rl_replay._buffer import ReplayBuffer
+from rl_replay._compressed import CompressedStorage
+from rl_replay._keys import INDEX, IS_INIT, PRIORITY_WEIGHT, TD_ERROR
+from rl_replay._memmap import LazyMemmapStorage
+from rl_replay._prioritized import PrioritizedSampler
+from rl_replay._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
+from rl_replay._slice import SliceSampler
+from rl_replay._storage import LazyTensorStorage, ListStorage, Storage
+from rl_replay._td_buffers import TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
+from rl_replay._tree import PriorityTree
+from rl_replay._writers import (
+    ImmutableDatasetWriter,
+    RoundRobinWriter,
+    TensorDictMaxValueWriter,
+    Writer,
+)
+from rl_replay.exceptions import (
+    CheckpointError,
+    EmptyBufferError,
+    InvalidPriorityError,
+    ReplayBufferError,
+    StorageLayoutError,
+)
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "CheckpointError",
+    "CompressedStorage",
+    "EmptyBufferError",
+    "INDEX",
+    "IS_INIT",
+    "ImmutableDatasetWriter",
+    "InvalidPriorityError",
+    "LazyMemmapStorage",
+    "LazyTensorStorage",
+    "ListStorage",
+    "PRIORITY_WEIGHT",
+    "PrioritizedSampler",
+    "PriorityTree",
+    "RandomSampler",
+    "ReplayBuffer",
+    "ReplayBufferError",
+    "RoundRobinWriter",
+    "Sampler",
+    "SamplerWithoutReplacement",
+    "SliceSampler",
+    "Storage",
+    "StorageLayoutError",
+    "TD_ERROR",
+    "TensorDictMaxValueWriter",
+    "TensorDictPrioritizedReplayBuffer",
+    "TensorDictReplayBuffer",
+    "Writer",
+    "__version__",
+]

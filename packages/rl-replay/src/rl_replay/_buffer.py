@@ -1,0 +1,277 @@
+"""``ReplayBuffer``: a storage, a writer and a sampler behind one lock."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from rl_profiling import profiled
+
+from rl_replay._checkpoint import dump_state, load_state
+from rl_replay._keys import INDEX
+from rl_replay._prefetch import Prefetcher
+from rl_replay._samplers import RandomSampler, Sampler
+from rl_replay._storage import ListStorage, Storage
+from rl_replay._writers import RoundRobinWriter, Writer
+from rl_replay.exceptions import ReplayBufferError
+
+__all__ = ["ReplayBuffer"]
+
+_PREFETCH_TIMEOUT_S = 30.0
+
+
+class ReplayBuffer:
+    """A replay buffer: ``extend`` rows in, ``sample`` batches out.
+
+    One writer thread and any number of sampling threads may use a buffer at once: the
+    write (data + cursor + new priorities) and the sample (indices + gather) each run
+    under one lock, so a sample never sees a half-written row.
+
+    Args:
+        storage: where rows live; ``ListStorage(1000)`` by default.
+        sampler: how indices are drawn; ``RandomSampler()`` by default.
+        writer: where rows are written; ``RoundRobinWriter()`` by default.
+        batch_size: default size of ``sample()``; required for iteration and prefetch.
+        collate_fn: applied to the gathered rows (after the lock is released).
+        transform: applied to each sample after ``collate_fn``.
+        prefetch: keep this many samples ready in a background thread (needs
+            ``batch_size``); samples may be one update behind on priorities.
+        generator: random generator of the sampler (one seeded from torch's global RNG
+            is created by default, so ``torch.manual_seed`` makes sampling reproducible).
+
+    Raises:
+        ValueError: an argument has the wrong type or value.
+
+    Examples:
+        >>> import torch
+        >>> from rl_replay import LazyTensorStorage, ReplayBuffer
+        >>> rb = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=4)
+        >>> rb.extend(torch.arange(10)).shape
+        torch.Size([10])
+        >>> rb.sample().shape, len(rb)
+        (torch.Size([4]), 10)
+    """
+
+    def __init__(
+        self,
+        *,
+        storage: Storage | None = None,
+        sampler: Sampler | None = None,
+        writer: Writer | None = None,
+        batch_size: int | None = None,
+        collate_fn: Callable[[Any], Any] | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        prefetch: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        for name, value, kind in (
+            ("storage", storage, Storage),
+            ("sampler", sampler, Sampler),
+            ("writer", writer, Writer),
+        ):
+            if value is not None and not isinstance(value, kind):
+                raise ValueError(f"{name}: expected a {kind.__name__}, got {type(value).__name__}")
+        for name, value in (("batch_size", batch_size), ("prefetch", prefetch)):
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name}: expected a positive int or None, got {value!r}")
+        if prefetch and batch_size is None:
+            raise ValueError("prefetch: needs batch_size (samples are drawn ahead of time)")
+        self._storage = storage if storage is not None else ListStorage(1000)
+        self._sampler = sampler if sampler is not None else RandomSampler()
+        self._writer = writer if writer is not None else RoundRobinWriter()
+        self._writer.register_storage(self._storage)
+        if hasattr(self._sampler, "attach"):
+            self._sampler.attach(self._storage)
+        self._batch_size, self._collate_fn, self._transform = batch_size, collate_fn, transform
+        self._prefetch_depth = prefetch
+        self._prefetcher: Prefetcher | None = None
+        if generator is None:
+            generator = torch.Generator().manual_seed(int(torch.randint(2**62, ())))
+        self._generator = generator
+        self._lock = threading.RLock()
+
+    @property
+    def storage(self) -> Storage:
+        """The storage."""
+        return self._storage
+
+    @property
+    def sampler(self) -> Sampler:
+        """The sampler."""
+        return self._sampler
+
+    @property
+    def writer(self) -> Writer:
+        """The writer."""
+        return self._writer
+
+    @property
+    def batch_size(self) -> int | None:
+        """Default sample size."""
+        return self._batch_size
+
+    def __len__(self) -> int:
+        return len(self._storage)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(storage={type(self._storage).__name__}, "
+            f"sampler={type(self._sampler).__name__}, writer={type(self._writer).__name__}, "
+            f"len={len(self)}, batch_size={self._batch_size})"
+        )
+
+    @profiled("ReplayBuffer.extend")
+    def extend(self, data: Any) -> torch.Tensor:
+        """Write a block of rows; return their flat storage indices.
+
+        Raises:
+            StorageLayoutError: keys, shapes or dtypes differ from the stored data (the
+                buffer is left unchanged).
+        """
+        with self._lock:
+            index = self._writer.extend(data)
+            self._sampler.extend(index)
+        return index
+
+    def add(self, data: Any) -> int:
+        """Write one row; return its flat storage index."""
+        if isinstance(self._storage, ListStorage):
+            return int(self.extend([data])[0])
+        if self._storage.ndim != 1:
+            raise ReplayBufferError("add: expected an ndim=1 storage; use extend for ndim=2")
+        return int(self.extend(data.unsqueeze(0))[0])
+
+    @profiled("ReplayBuffer.sample")
+    def sample(self, batch_size: int | None = None, return_info: bool = False) -> Any:
+        """Draw a batch.
+
+        Args:
+            batch_size: rows to draw; the constructor's ``batch_size`` when ``None``.
+            return_info: also return the info dict (``"index"`` and, for a prioritized
+                sampler, ``"priority_weight"``).
+
+        Returns:
+            The batch, or ``(batch, info)``.
+
+        Raises:
+            EmptyBufferError: nothing is stored, or more rows than stored are asked for
+                without replacement.
+        """
+        if batch_size is None:
+            if self._batch_size is None:
+                raise ValueError("batch_size: expected an int, since the buffer has none set")
+            if self._prefetch_depth:
+                data, info = self._prefetched()
+                return (data, info) if return_info else data
+            batch_size = self._batch_size
+        data, info = self._sample(batch_size)
+        return (data, info) if return_info else data
+
+    def _prefetched(self) -> tuple[Any, dict]:
+        if self._prefetcher is None:
+            self._prefetcher = Prefetcher(self._produce, self._prefetch_depth)
+        return self._prefetcher.get(_PREFETCH_TIMEOUT_S)
+
+    def _produce(self) -> tuple[Any, dict] | None:
+        if len(self._storage) == 0:
+            return None
+        return self._sample(self._batch_size)
+
+    def _sample(self, batch_size: int) -> tuple[Any, dict]:
+        with self._lock:
+            index, info = self._sampler.sample(self._storage, batch_size, self._generator)
+            data = self._storage.get(index)
+        info[INDEX] = index
+        data = self._postprocess(data, info)
+        if self._collate_fn is not None:
+            data = self._collate_fn(data)
+        if self._transform is not None:
+            data = self._transform(data)
+        return data, info
+
+    def _postprocess(self, data: Any, info: dict) -> Any:
+        return data
+
+    def update_priority(self, index: torch.Tensor, priority: torch.Tensor | float) -> None:
+        """Set the priorities of rows ``index`` (prioritized samplers only).
+
+        Raises:
+            InvalidPriorityError: a priority is negative, NaN or infinite.
+            ReplayBufferError: the sampler has no priorities.
+        """
+        if not hasattr(self._sampler, "update_priority"):
+            raise ReplayBufferError(
+                f"update_priority: expected a prioritized sampler, got {type(self._sampler).__name__}"
+            )
+        with self._lock:
+            self._sampler.update_priority(index, priority)
+
+    update_priorities = update_priority
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yield batches until the sampler's epoch ends (forever for ``RandomSampler``)."""
+        if self._batch_size is None:
+            raise ValueError("batch_size: iteration needs a buffer with batch_size set")
+        while True:
+            yield self._sample(self._batch_size)[0]
+            if self._sampler.ran_out:
+                return
+
+    def empty(self) -> None:
+        """Forget every row, the cursor and the priorities."""
+        with self._lock:
+            self._close_prefetch()
+            self._storage.empty()
+            self._writer.empty()
+            self._sampler.empty()
+
+    def _close_prefetch(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+            self._prefetcher = None
+
+    def close(self) -> None:
+        """Stop the prefetch thread, if any."""
+        self._close_prefetch()
+
+    def __del__(self) -> None:
+        if getattr(self, "_prefetcher", None) is not None:
+            self._prefetcher.close()
+
+    def state_dict(self) -> dict:
+        """Storage, writer cursor, sampler state (priorities) and RNG state."""
+        with self._lock:
+            return {
+                "storage": self._storage.state_dict(),
+                "writer": self._writer.state_dict(),
+                "sampler": self._sampler.state_dict(),
+                "rng": self._generator.get_state(),
+            }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        with self._lock:
+            self._storage.load_state_dict(state["storage"])
+            self._writer.load_state_dict(state["writer"])
+            self._sampler.load_state_dict(state["sampler"])
+            self._generator.set_state(state["rng"])
+
+    def dumps(self, path: Any) -> None:
+        """Write an atomic checkpoint to directory ``path`` (see ``docs/replay.md``).
+
+        Interrupted at any point, even by SIGKILL, the previous checkpoint at ``path``
+        still loads.
+        """
+        with self._lock:
+            dump_state(self, path)
+
+    def loads(self, path: Any) -> None:
+        """Load the latest complete checkpoint from directory ``path``.
+
+        Raises:
+            CheckpointError: ``path`` holds no complete checkpoint.
+        """
+        with self._lock:
+            load_state(self, path)

@@ -1,0 +1,87 @@
+"""Atomic checkpoints of a buffer: a directory of numbered snapshots and a pointer file.
+
+``dumps(path)`` writes ``path/ckpt-<n>.tmp/state.pt``, fsyncs it, renames the directory
+to ``ckpt-<n>``, then atomically replaces ``path/LATEST`` (``os.replace``) with its name,
+and only then deletes older snapshots. Killed at any point, ``LATEST`` names a complete
+snapshot: the previous one until the replace, the new one after.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rl_replay.exceptions import CheckpointError
+
+__all__ = ["dump_state", "load_state"]
+
+_LATEST = "LATEST"
+_STATE = "state.pt"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _latest(path: Path) -> str | None:
+    try:
+        return (path / _LATEST).read_text().strip()
+    except FileNotFoundError:
+        return None
+
+
+def dump_state(buffer: Any, path: Any) -> None:
+    """Write ``buffer``'s state as a new snapshot under ``path`` and point LATEST at it."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    current = _latest(path)
+    number = int(current.removeprefix("ckpt-")) + 1 if current else 0
+    name = f"ckpt-{number}"
+    tmp = path / f"{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    state = buffer.state_dict()
+    storage = buffer.storage
+    if hasattr(storage, "checkpoint_state"):
+        state["storage"] = storage.checkpoint_state(path)
+    with open(tmp / _STATE, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    shutil.rmtree(path / name, ignore_errors=True)  # left by a dump killed before LATEST
+    os.rename(tmp, path / name)
+    _fsync_dir(path)
+    pointer = path / f"{_LATEST}.tmp"
+    with open(pointer, "w") as f:
+        f.write(name)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(pointer, path / _LATEST)
+    _fsync_dir(path)
+    for old in path.glob("ckpt-*"):
+        if old.name != name:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def load_state(buffer: Any, path: Any) -> None:
+    """Load the snapshot ``path/LATEST`` names into ``buffer``.
+
+    Snapshots are pickles (``torch.load(weights_only=False)``): load only your own.
+    """
+    path = Path(path)
+    name = _latest(path)
+    if name is None or not (path / name / _STATE).is_file():
+        raise CheckpointError(
+            f"path: expected a checkpoint directory with {_LATEST} naming a snapshot, "
+            f"got {str(path)!r} (LATEST={name!r})"
+        )
+    state = torch.load(path / name / _STATE, weights_only=False)
+    buffer.load_state_dict(state)

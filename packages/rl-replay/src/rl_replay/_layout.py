@@ -1,0 +1,132 @@
+"""The layout of stored rows: leaf keys, dtypes and per-row shapes.
+
+A :class:`Layout` is taken from the first batch written to a storage; every later write
+is checked against it *before* anything is written, so bad input never corrupts data.
+It also rebuilds a ``TensorDict`` from gathered leaves without the generic constructor's
+checks, which is what keeps ``sample()`` close to the cost of indexing the tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_replay.exceptions import StorageLayoutError
+
+__all__ = ["Layout", "batch_rows"]
+
+
+def _key_str(key: Any) -> str:
+    return ".".join(key) if isinstance(key, tuple) else str(key)
+
+
+def batch_rows(data: Any, ndim: int) -> tuple[int, ...]:
+    """Return the leading ``ndim`` batch dims of ``data`` (a TensorDict or a Tensor)."""
+    shape = data.batch_size if isinstance(data, TensorDictBase) else data.shape
+    if len(shape) < ndim:
+        raise StorageLayoutError(
+            f"data: expected at least {ndim} batch dim(s) for a storage with ndim={ndim}, "
+            f"got shape {tuple(shape)}"
+        )
+    return tuple(shape[:ndim])
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Keys, dtypes and per-row shapes of what a storage holds.
+
+    Attributes:
+        keys: leaf keys (``None`` for plain tensor data), sorted.
+        dtypes: dtype of each leaf.
+        shapes: per-row shape (after the storage's batch dims) of each leaf.
+        is_td: whether the data is a TensorDict (else a single Tensor).
+    """
+
+    keys: tuple
+    dtypes: tuple
+    shapes: tuple
+    is_td: bool
+
+    @classmethod
+    def of(cls, data: Any, ndim: int) -> Layout:
+        """Layout of ``data`` whose first ``ndim`` dims are batch dims."""
+        if isinstance(data, TensorDictBase):
+            keys = tuple(sorted(data.keys(True, True), key=_key_str))
+            leaves = [data.get(k) for k in keys]
+            for k, v in zip(keys, leaves, strict=False):
+                if not isinstance(v, torch.Tensor):
+                    raise StorageLayoutError(
+                        f"data[{_key_str(k)!r}]: expected a Tensor leaf, got {type(v).__name__}"
+                    )
+            return cls(
+                keys,
+                tuple(v.dtype for v in leaves),
+                tuple(tuple(v.shape[ndim:]) for v in leaves),
+                True,
+            )
+        if isinstance(data, torch.Tensor):
+            return cls((None,), (data.dtype,), (tuple(data.shape[ndim:]),), False)
+        raise StorageLayoutError(
+            f"data: expected a TensorDict or a Tensor, got {type(data).__name__}"
+        )
+
+    def leaves(self, data: Any) -> list[torch.Tensor]:
+        """Leaves of ``data`` in layout order (no check)."""
+        if not self.is_td:
+            return [data]
+        return [data.get(k) for k in self.keys]
+
+    def check(self, data: Any, ndim: int) -> list[torch.Tensor]:
+        """Check ``data`` against this layout and return its leaves in layout order.
+
+        Raises:
+            StorageLayoutError: a key is missing or extra, or a shape or dtype differs.
+        """
+        other = Layout.of(data, ndim)
+        if other.is_td != self.is_td:
+            kind = "TensorDict" if self.is_td else "Tensor"
+            raise StorageLayoutError(
+                f"data: expected a {kind} like the stored data, got {type(data).__name__}"
+            )
+        if other.keys != self.keys:
+            missing = sorted(map(_key_str, set(self.keys) - set(other.keys)))
+            extra = sorted(map(_key_str, set(other.keys) - set(self.keys)))
+            raise StorageLayoutError(
+                f"data: keys differ from the stored keys; missing {missing}, unexpected {extra}"
+            )
+        for k, dt, shp, odt, oshp in zip(
+            self.keys, self.dtypes, self.shapes, other.dtypes, other.shapes, strict=False
+        ):
+            name = "data" if k is None else f"data[{_key_str(k)!r}]"
+            if oshp != shp:
+                raise StorageLayoutError(
+                    f"{name}: expected per-row shape {list(shp)}, got {list(oshp)}"
+                )
+            if odt != dt:
+                raise StorageLayoutError(f"{name}: expected dtype {dt}, got {odt}")
+        return self.leaves(data)
+
+    def build(self, leaves: list[torch.Tensor], batch_size: torch.Size, device: Any) -> Any:
+        """Assemble gathered leaves into a TensorDict (or return the single Tensor)."""
+        if not self.is_td:
+            return leaves[0]
+        root: dict = {}
+        for k, v in zip(self.keys, leaves, strict=False):
+            if isinstance(k, tuple):
+                node = root
+                for part in k[:-1]:
+                    node = node.setdefault(part, {})
+                node[k[-1]] = v
+            else:
+                root[k] = v
+        return _assemble(root, batch_size, device)
+
+
+def _assemble(node: dict, batch_size: torch.Size, device: Any) -> TensorDict:
+    source = {
+        k: _assemble(v, batch_size, device) if isinstance(v, dict) else v for k, v in node.items()
+    }
+    return TensorDict._new_unsafe(source=source, batch_size=batch_size, device=device)

@@ -1,0 +1,224 @@
+"""``LazyMemmapStorage``: preallocated tensors backed by files (tensordict memory maps)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import MemoryMappedTensor
+
+from rl_replay._layout import Layout
+from rl_replay._storage import LazyTensorStorage, _layout_from_state, _layout_state
+from rl_replay.exceptions import StorageLayoutError
+
+__all__ = ["LazyMemmapStorage"]
+
+
+def _file_name(key: Any) -> str:
+    name = "data" if key is None else ".".join(key) if isinstance(key, tuple) else str(key)
+    return name.replace(os.sep, "_") + ".memmap"
+
+
+def _remove(files: list[str], folder: str | None, owner: int) -> None:
+    if os.getpid() != owner:
+        return
+    for f in files:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(f)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _pwrite_all(fd: int, array: Any, offset: int) -> None:
+    view = memoryview(array).cast("B")
+    while len(view):
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+class LazyMemmapStorage(LazyTensorStorage):
+    """Like :class:`LazyTensorStorage`, with each leaf a memory-mapped file.
+
+    The OS pages data in and out, so a buffer far larger than RAM works and the
+    process's memory does not grow with the buffer. Files are ``<key>.memmap`` under
+    ``scratch_dir``. A storage pickled to another process (e.g. a spawned worker)
+    re-opens the same files there: rows written by one process are read by the other
+    (the row count is the one at pickling time). Only the creating process removes files.
+
+    Args:
+        max_size: capacity in rows (``ndim=1``) or env-steps (``ndim=2``).
+        scratch_dir: folder for the files; a fresh temporary folder when ``None``.
+        device: must be CPU (memory maps live in host memory).
+        ndim: number of leading batch dims (1 or 2).
+        existsok: reuse files already in ``scratch_dir`` (else refuse to overwrite them).
+        auto_cleanup: remove the files (and a temporary folder) when the storage is
+            garbage-collected or the interpreter exits.
+
+    Raises:
+        ValueError: a non-CPU device.
+        FileExistsError: (first write) a file exists and ``existsok`` is ``False``.
+
+    Examples:
+        >>> import torch
+        >>> from rl_replay import LazyMemmapStorage
+        >>> s = LazyMemmapStorage(1000)
+        >>> s.set(torch.arange(4), torch.ones(4, 3))
+        >>> s.get(torch.tensor([1, 3])).sum().item(), s.filenames[0].endswith("data.memmap")
+        (6.0, True)
+    """
+
+    def __init__(
+        self,
+        max_size: int,
+        *,
+        scratch_dir: Any = None,
+        device: Any = "cpu",
+        ndim: int = 1,
+        existsok: bool = False,
+        auto_cleanup: bool = True,
+    ) -> None:
+        super().__init__(max_size, device=device, ndim=ndim)
+        if self.device.type != "cpu":
+            raise ValueError(f"device: expected 'cpu' for a memory-mapped storage, got {device!r}")
+        self.scratch_dir = None if scratch_dir is None else Path(scratch_dir)
+        self.existsok, self.auto_cleanup = bool(existsok), bool(auto_cleanup)
+        self.filenames: list[str] = []
+        self._own_dir = False
+        self._finalizer: weakref.finalize | None = None
+
+    def _folder(self) -> Path:
+        if self.scratch_dir is None:
+            self.scratch_dir = Path(tempfile.mkdtemp(prefix="rl-replay-"))
+            self._own_dir = True
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        return self.scratch_dir
+
+    def _initialize(self, data: Any) -> None:
+        layout = Layout.of(data, self.ndim)
+        folder = self._folder()
+        if not self.existsok:
+            for k in layout.keys:
+                if (folder / _file_name(k)).exists():
+                    raise FileExistsError(
+                        f"scratch_dir: {folder / _file_name(k)} exists; pass existsok=True "
+                        "to overwrite it"
+                    )
+        super()._initialize(data)
+
+    def _alloc(self, key: Any, shape: Any, dtype: torch.dtype) -> torch.Tensor:
+        filename = str(self._folder() / _file_name(key))
+        tensor = MemoryMappedTensor.empty(
+            tuple(shape), dtype=dtype, filename=filename, existsok=self.existsok
+        )
+        self.filenames.append(filename)
+        if self.auto_cleanup:
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            folder = str(self.scratch_dir) if self._own_dir else None
+            self._finalizer = weakref.finalize(
+                self, _remove, list(self.filenames), folder, os.getpid()
+            )
+        return tensor
+
+    def _write(self, index: torch.Tensor, data: Any) -> None:
+        """Write through the files (``pwrite``), not the mapping.
+
+        Pages written this way go to the OS page cache without entering this process's
+        resident set, so extending a huge buffer does not grow its memory; reads through
+        the mapping see them (one page cache).
+        """
+        self.prepare(data)
+        leaves = self._check(data)
+        if self.rows(data) != len(index):
+            raise StorageLayoutError(f"data: expected {len(index)} rows, got {self.rows(data)}")
+        if len(index) == 0:
+            return
+        breaks = ((index[1:] - index[:-1]) != 1).nonzero().squeeze(1).add(1).tolist()
+        bounds = list(zip([0, *breaks], [*breaks, len(index)], strict=False))
+        starts = index[[a for a, _ in bounds]].tolist()
+        for filename, dst, src in zip(self.filenames, self._leaves, leaves, strict=False):
+            fd = os.open(filename, os.O_WRONLY)
+            try:
+                self._write_runs(fd, dst, src.detach().contiguous(), bounds, starts)
+            finally:
+                os.close(fd)
+
+    def _write_runs(
+        self, fd: int, dst: torch.Tensor, src: torch.Tensor, bounds: list, starts: list
+    ) -> None:
+        row = dst[(0,) * self.ndim].numel() * dst.element_size()
+        envs = src.shape[0] if self.ndim == 2 else 1
+        for (a, b), first in zip(bounds, starts, strict=False):
+            for env in range(envs):  # ndim=2: one contiguous run per env row
+                chunk = src[env, a:b] if self.ndim == 2 else src[a:b]
+                offset = (env * self.extend_capacity + first) * row
+                _pwrite_all(fd, chunk.contiguous().view(-1).view(torch.uint8).numpy(), offset)
+
+    def cleanup(self) -> None:
+        """Drop the mappings and remove the files now (in the creating process)."""
+        self.layout, self._leaves, self._flat, self._filled = None, [], [], 0
+        if self._finalizer is not None:
+            self._finalizer()
+        self.filenames = []
+
+    def _meta(self) -> dict:
+        return {
+            "layout": _layout_state(self.layout),
+            "envs": self._envs,
+            "filled": self._filled,
+            "shapes": [list(t.shape) for t in self._leaves],
+            "filenames": list(self.filenames),
+        }
+
+    def checkpoint_state(self, path: Any) -> dict:
+        """State for a checkpoint at ``path``: no copy when ``scratch_dir`` is ``path``."""
+        if (
+            self.layout is not None
+            and self.scratch_dir is not None
+            and Path(path).resolve() == self.scratch_dir.resolve()
+        ):
+            return {"in_place": True, **self._meta()}
+        return self.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        if not state.get("in_place"):
+            if state["layout"] is not None and self.scratch_dir is None:
+                self._folder()
+            self.existsok, self.filenames = True, []
+            super().load_state_dict(state)
+            return
+        self._open(state)
+
+    def _open(self, meta: dict) -> None:
+        layout = _layout_from_state(meta["layout"])
+        self._envs = int(meta["envs"])
+        leaves = [
+            MemoryMappedTensor.from_filename(f, dtype=dt, shape=torch.Size(shp))
+            for f, dt, shp in zip(meta["filenames"], layout.dtypes, meta["shapes"], strict=False)
+        ]
+        self.filenames = list(meta["filenames"])
+        self._attach(layout, leaves)
+        self._filled = int(meta["filled"])
+
+    def __getstate__(self) -> dict:
+        state = {
+            k: v
+            for k, v in self.__dict__.items()
+            if k not in ("_leaves", "_flat", "_finalizer", "layout")
+        }
+        state["_meta"] = None if self.layout is None else self._meta()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        meta = state.pop("_meta")
+        self.__dict__.update(state)
+        self.auto_cleanup, self._own_dir, self._finalizer = False, False, None
+        self.layout, self._leaves, self._flat = None, [], []
+        if meta is not None:
+            self._open(meta)

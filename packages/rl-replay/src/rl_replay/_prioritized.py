@@ -1,0 +1,164 @@
+"""Prioritized experience replay (Schaul et al., 2016, arXiv:1511.05952).
+
+Row ``i`` with priority ``p_i`` is stored as ``q_i = (p_i + eps) ** alpha`` in a
+:class:`~rl_replay._tree.PriorityTree` and drawn with probability ``q_i / sum(q)``. The
+importance weight of a drawn row is ``w_i = (q_i / q_min) ** -beta``, where ``q_min`` is the
+smallest stored ``q``: weights are normalised so that the largest is 1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from rl_replay._keys import PRIORITY_WEIGHT
+from rl_replay._samplers import Sampler, _require_data
+from rl_replay._storage import Storage
+from rl_replay._tree import PriorityTree
+from rl_replay.exceptions import InvalidPriorityError
+
+__all__ = ["PrioritizedSampler"]
+
+
+class PrioritizedSampler(Sampler):
+    """Sample rows proportionally to ``(priority + eps) ** alpha``.
+
+    New rows get the largest priority seen so far (1.0 at first), so each is likely to be
+    replayed once before its priority is known. The info dict of a sample holds
+    ``"priority_weight"``, the importance weights ``(q_i / q_min) ** -beta``.
+
+    Args:
+        max_capacity: number of rows the tree covers (the storage's capacity).
+        alpha: priority exponent (0: uniform; 1: fully proportional).
+        beta: importance-sampling exponent (0: no correction; 1: full correction).
+        eps: added to every priority so that no row has probability zero.
+        device: where the tree lives (the storage's device by default, chosen at the
+            first write).
+
+    Raises:
+        ValueError: an argument is out of range.
+
+    Examples:
+        >>> import torch
+        >>> from rl_replay import LazyTensorStorage, PrioritizedSampler, ReplayBuffer
+        >>> rb = ReplayBuffer(storage=LazyTensorStorage(8),
+        ...                   sampler=PrioritizedSampler(8, alpha=1.0, beta=1.0))
+        >>> _ = rb.extend(torch.arange(8))
+        >>> rb.update_priority(torch.arange(8), torch.tensor([0., 0, 0, 0, 0, 0, 0, 1e3]))
+        >>> data, info = rb.sample(16, return_info=True)
+        >>> bool((data == 7).float().mean() > 0.9), info["priority_weight"].shape
+        (True, torch.Size([16]))
+    """
+
+    def __init__(
+        self,
+        max_capacity: int,
+        alpha: float,
+        beta: float,
+        eps: float = 1e-8,
+        *,
+        device: Any = None,
+    ) -> None:
+        if isinstance(max_capacity, bool) or not isinstance(max_capacity, int) or max_capacity <= 0:
+            raise ValueError(f"max_capacity: expected a positive int, got {max_capacity!r}")
+        if not (alpha >= 0 and math.isfinite(alpha)):
+            raise ValueError(f"alpha: expected a finite float >= 0, got {alpha!r}")
+        if not (beta >= 0 and math.isfinite(beta)):
+            raise ValueError(f"beta: expected a finite float >= 0, got {beta!r}")
+        if not (eps >= 0 and math.isfinite(eps)):
+            raise ValueError(f"eps: expected a finite float >= 0, got {eps!r}")
+        self.max_capacity, self.alpha, self.beta, self.eps = max_capacity, alpha, beta, eps
+        self._device = device
+        self._tree: PriorityTree | None = None
+        self._max_priority = 1.0
+
+    @property
+    def tree(self) -> PriorityTree:
+        """The priority tree (created at the first write)."""
+        if self._tree is None:
+            self._tree = PriorityTree(self.max_capacity, device=self._device or "cpu")
+        return self._tree
+
+    def attach(self, storage: Storage) -> None:
+        """Check the capacity against ``storage`` and take its device."""
+        if self._device is None:
+            self._device = getattr(storage, "device", "cpu")
+
+    def extend(self, index: torch.Tensor) -> None:
+        if len(index) == 0:
+            return
+        if int(index.max()) >= self.max_capacity:
+            raise InvalidPriorityError(
+                f"index: expected flat indices below max_capacity={self.max_capacity}, "
+                f"got {int(index.max())}; give PrioritizedSampler the storage's capacity"
+            )
+        tree = self.tree
+        value = torch.full((len(index),), self._q(self._max_priority), dtype=torch.float64)
+        tree.update(index.to(tree.device), value.to(tree.device))
+
+    def _q(self, p: float) -> float:
+        return (p + self.eps) ** self.alpha
+
+    def sample(
+        self, storage: Storage, batch_size: int, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, dict]:
+        _require_data(storage)
+        tree = self.tree
+        u = torch.rand(batch_size, dtype=torch.float64, generator=generator)
+        index = tree.sample(u)
+        weight = torch.div(tree[index], tree.min_tensor()).pow_(-self.beta).float()
+        return index, {PRIORITY_WEIGHT: weight}
+
+    def update_priority(self, index: torch.Tensor, priority: torch.Tensor | float) -> None:
+        """Set the priorities of rows ``index`` (validated before anything changes).
+
+        Raises:
+            InvalidPriorityError: a priority is negative, NaN or infinite, the shapes do
+                not match, or an index is outside ``[0, max_capacity)``.
+        """
+        tree = self.tree
+        index = torch.as_tensor(index, device=tree.device).reshape(-1)
+        priority = torch.as_tensor(priority, dtype=torch.float64, device=tree.device)
+        priority = priority.reshape(-1) if priority.numel() == index.numel() else priority
+        if priority.numel() == 1 and index.numel() != 1:
+            priority = priority.reshape(1).expand(index.numel())
+        if priority.shape != index.shape:
+            raise InvalidPriorityError(
+                f"priority: expected {index.numel()} values (one per index) or one, "
+                f"got shape {tuple(priority.shape)}"
+            )
+        if index.numel() == 0:
+            return
+        lo, hi = (float(v) for v in torch.aminmax(priority))
+        if not (lo >= 0 and hi < math.inf):  # NaN fails both comparisons
+            raise InvalidPriorityError(
+                f"priority: expected finite values >= 0, got min {lo}, max {hi} "
+                f"(NaN present: {bool(priority.isnan().any())})"
+            )
+        ilo, ihi = (int(v) for v in torch.aminmax(index))
+        if ilo < 0 or ihi >= self.max_capacity:
+            raise InvalidPriorityError(
+                f"index: expected values in [0, {self.max_capacity}), got [{ilo}, {ihi}]"
+            )
+        self._max_priority = max(self._max_priority, hi)
+        tree.update(index, priority.add(self.eps).pow_(self.alpha))
+
+    def empty(self) -> None:
+        if self._tree is not None:
+            self._tree.clear()
+        self._max_priority = 1.0
+
+    def state_dict(self) -> dict:
+        return {
+            "tree": None if self._tree is None else self._tree.state_dict(),
+            "max_priority": self._max_priority,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self._max_priority = float(state["max_priority"])
+        if state["tree"] is None:
+            self._tree = None
+        else:
+            self.tree.load_state_dict(state["tree"])

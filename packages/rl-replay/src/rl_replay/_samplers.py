@@ -1,0 +1,135 @@
+"""Uniform samplers: with replacement, and epoch-wise without replacement.
+
+A sampler returns ``(index, info)``: flat storage indices and a dict of extra per-sample
+tensors (e.g. importance weights) that a TensorDict buffer writes into the sample.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rl_replay._storage import Storage
+from rl_replay.exceptions import EmptyBufferError
+
+__all__ = ["RandomSampler", "Sampler", "SamplerWithoutReplacement"]
+
+
+def _require_data(storage: Storage) -> int:
+    n = len(storage)
+    if n == 0:
+        raise EmptyBufferError("sample: the buffer is empty; extend it before sampling")
+    return n
+
+
+class Sampler:
+    """Base class of samplers.
+
+    ``ran_out`` is ``True`` after a sample that ended an epoch (iteration stops there).
+    """
+
+    ran_out: bool = False
+
+    def sample(
+        self, storage: Storage, batch_size: int, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, dict]:
+        """Draw ``batch_size`` flat indices from ``storage``."""
+        raise NotImplementedError
+
+    def extend(self, index: torch.Tensor) -> None:
+        """Hook: rows were written at flat ``index``."""
+
+    def empty(self) -> None:
+        """Hook: the buffer was emptied."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore the sampler's state (nothing by default)."""
+
+
+class RandomSampler(Sampler):
+    """Uniform sampling with replacement over the stored rows.
+
+    Examples:
+        >>> import torch
+        >>> from rl_replay import LazyTensorStorage, RandomSampler, ReplayBuffer
+        >>> rb = ReplayBuffer(storage=LazyTensorStorage(10), sampler=RandomSampler())
+        >>> _ = rb.extend(torch.arange(10))
+        >>> rb.sample(4).shape
+        torch.Size([4])
+    """
+
+    def sample(
+        self, storage: Storage, batch_size: int, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, dict]:
+        n = _require_data(storage)
+        rank = torch.randint(n, (batch_size,), generator=generator)
+        return storage.valid_flat(rank), {}
+
+
+class SamplerWithoutReplacement(Sampler):
+    """Each stored row once per epoch (a permutation, or in order with ``shuffle=False``).
+
+    A new epoch starts when the current one is used up, or when the number of stored
+    rows changed since it started.
+
+    Args:
+        drop_last: drop the last, incomplete batch of an epoch (else return it smaller).
+        shuffle: draw a random permutation per epoch (else storage order).
+
+    Raises:
+        EmptyBufferError: (from ``sample``) the buffer is empty, or ``batch_size`` exceeds
+            the rows stored.
+
+    Examples:
+        >>> import torch
+        >>> from rl_replay import LazyTensorStorage, ReplayBuffer, SamplerWithoutReplacement
+        >>> rb = ReplayBuffer(storage=LazyTensorStorage(6),
+        ...                   sampler=SamplerWithoutReplacement(), batch_size=3)
+        >>> _ = rb.extend(torch.arange(6))
+        >>> sorted(torch.cat(list(rb)).tolist())
+        [0, 1, 2, 3, 4, 5]
+    """
+
+    def __init__(self, drop_last: bool = False, shuffle: bool = True) -> None:
+        self.drop_last, self.shuffle = bool(drop_last), bool(shuffle)
+        self._order: torch.Tensor | None = None
+        self._pos = 0
+        self._len = -1
+        self.ran_out = False
+
+    def _new_epoch(self, n: int, generator: torch.Generator | None) -> None:
+        self._order = torch.randperm(n, generator=generator) if self.shuffle else torch.arange(n)
+        self._pos, self._len = 0, n
+
+    def sample(
+        self, storage: Storage, batch_size: int, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, dict]:
+        n = _require_data(storage)
+        if batch_size > n:
+            raise EmptyBufferError(
+                f"batch_size: expected at most the {n} stored rows when sampling without "
+                f"replacement, got {batch_size}"
+            )
+        if (
+            self._order is None
+            or n != self._len
+            or self._pos >= n
+            or (self.drop_last and n - self._pos < batch_size)
+        ):
+            self._new_epoch(n, generator)
+        rank = self._order[self._pos : self._pos + batch_size]
+        self._pos += len(rank)
+        left = n - self._pos
+        self.ran_out = left == 0 or (self.drop_last and left < batch_size)
+        return storage.valid_flat(rank), {}
+
+    def empty(self) -> None:
+        self._order, self._pos, self._len, self.ran_out = None, 0, -1, False
+
+    def state_dict(self) -> dict:
+        return {"order": self._order, "pos": self._pos, "len": self._len}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._order, self._pos, self._len = state["order"], int(state["pos"]), int(state["len"])

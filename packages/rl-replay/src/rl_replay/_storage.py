@@ -1,0 +1,324 @@
+"""Storages: where a replay buffer's rows live.
+
+A storage is written by a writer along its *extend dim* (dim 0 for ``ndim=1``; the time
+dim for ``ndim=2``, whose data is ``[num_envs, T]`` as collectors produce it) and read by
+a sampler through *flat* indices: the position of a row when the storage's batch dims
+are flattened (``env * capacity_t + t`` for ``ndim=2``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_replay._layout import Layout, batch_rows
+from rl_replay.exceptions import StorageLayoutError
+
+__all__ = ["LazyTensorStorage", "ListStorage", "Storage"]
+
+
+def _check_size(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    return value
+
+
+class Storage:
+    """Base class of storages: a fixed capacity of rows addressed by flat indices.
+
+    Subclasses implement ``_write``, ``get``, ``state_dict`` and ``load_state_dict``.
+    """
+
+    ndim: int = 1
+
+    def __init__(self, max_size: int) -> None:
+        self.max_size = _check_size("max_size", max_size)
+        self._filled = 0
+
+    def __len__(self) -> int:
+        return self._filled * self._width
+
+    @property
+    def _width(self) -> int:
+        return 1
+
+    @property
+    def extend_capacity(self) -> int:
+        """Number of slots along the extend dim (``max_size`` when ``ndim=1``)."""
+        return self.max_size
+
+    @property
+    def capacity(self) -> int:
+        """Number of flat slots (the size of the priority tree over this storage)."""
+        return self.extend_capacity * self._width
+
+    def rows(self, data: Any) -> int:
+        """Number of rows ``data`` holds along the extend dim."""
+        return len(data)
+
+    def prepare(self, data: Any) -> None:
+        """Allocate from ``data``'s layout if nothing was written yet (no write)."""
+
+    def set(self, index: torch.Tensor, data: Any) -> None:
+        """Write ``data`` at positions ``index`` along the extend dim (validated first).
+
+        Raises:
+            StorageLayoutError: ``data`` does not match what the storage holds.
+        """
+        self._write(index, data)
+        if len(index):
+            self._filled = max(self._filled, int(index.max()) + 1)
+
+    def _write(self, index: torch.Tensor, data: Any) -> None:
+        raise NotImplementedError
+
+    def get(self, index: torch.Tensor) -> Any:
+        """Rows at flat indices ``index``."""
+        raise NotImplementedError
+
+    def flat_index(self, index: torch.Tensor) -> torch.Tensor:
+        """Flat indices of the rows written at extend-dim positions ``index``."""
+        return index
+
+    def valid_flat(self, rank: torch.Tensor) -> torch.Tensor:
+        """Map ``rank`` in ``[0, len(self))`` to the flat index of a stored row."""
+        return rank
+
+    def empty(self) -> None:
+        """Forget every row (the allocation is kept)."""
+        self._filled = 0
+
+    def state_dict(self) -> dict:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict) -> None:
+        raise NotImplementedError
+
+
+class ListStorage(Storage):
+    """A Python list of arbitrary objects (no layout check, no preallocation).
+
+    Use it for data that is not a TensorDict or a Tensor of fixed shape. Sampled items
+    are returned as a list, or stacked when they are all Tensors or TensorDicts.
+
+    Args:
+        max_size: number of items kept.
+
+    Examples:
+        >>> from rl_replay import ListStorage, ReplayBuffer
+        >>> rb = ReplayBuffer(storage=ListStorage(10))
+        >>> rb.extend(["a", "b", "c"]).tolist()
+        [0, 1, 2]
+        >>> len(rb)
+        3
+    """
+
+    def __init__(self, max_size: int) -> None:
+        super().__init__(max_size)
+        self._items: list[Any] = [None] * self.max_size
+
+    def _write(self, index: torch.Tensor, data: Any) -> None:
+        items = list(data)
+        if len(items) != len(index):
+            raise StorageLayoutError(f"data: expected {len(index)} items, got {len(items)}")
+        for i, item in zip(index.tolist(), items, strict=False):
+            self._items[i] = item
+
+    def get(self, index: torch.Tensor) -> Any:
+        items = [self._items[i] for i in index.tolist()]
+        if items and all(isinstance(x, torch.Tensor) for x in items):
+            return torch.stack(items)
+        if items and all(isinstance(x, TensorDictBase) for x in items):
+            return torch.stack(items)
+        return items
+
+    def empty(self) -> None:
+        super().empty()
+        self._items = [None] * self.max_size
+
+    def state_dict(self) -> dict:
+        return {"items": list(self._items), "filled": self._filled}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._items = list(state["items"])
+        self._filled = int(state["filled"])
+
+
+class LazyTensorStorage(Storage):
+    """Preallocated tensors, allocated at the first write from the data's layout.
+
+    Holds a TensorDict (any nesting) or a single Tensor. Later writes must have the same
+    keys, per-row shapes and dtypes (checked before anything is written). With
+    ``ndim=2`` the data is ``[num_envs, T]`` (time last, as collectors produce it) and the
+    storage keeps ``max_size // num_envs`` steps per env, written round-robin along time.
+
+    Args:
+        max_size: capacity in rows (``ndim=1``) or in env-steps (``ndim=2``).
+        device: device of the stored tensors; data is moved there on write.
+        ndim: number of leading batch dims of a row-block (1 or 2).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_replay import LazyTensorStorage
+        >>> s = LazyTensorStorage(100)
+        >>> s.set(torch.arange(3), TensorDict({"obs": torch.ones(3, 4)}, [3]))
+        >>> len(s), s.get(torch.tensor([0, 2]))["obs"].shape
+        (3, torch.Size([2, 4]))
+    """
+
+    def __init__(self, max_size: int, *, device: Any = "cpu", ndim: int = 1) -> None:
+        super().__init__(max_size)
+        if ndim not in (1, 2):
+            raise ValueError(f"ndim: expected 1 or 2, got {ndim!r}")
+        self.ndim = ndim
+        self.device = torch.device(device)
+        self.layout: Layout | None = None
+        self._envs = 1
+        self._leaves: list[torch.Tensor] = []  # full leaves, [cap] or [envs, cap_t]
+        self._flat: list[torch.Tensor] = []  # the same, viewed flat [envs * cap_t, ...]
+
+    @property
+    def _width(self) -> int:
+        return self._envs
+
+    @property
+    def extend_capacity(self) -> int:
+        return self.max_size // self._envs
+
+    @property
+    def initialized(self) -> bool:
+        """Whether the first write has allocated the tensors."""
+        return self.layout is not None
+
+    def rows(self, data: Any) -> int:
+        return batch_rows(data, self.ndim)[-1]
+
+    def _alloc(self, key: Any, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        return torch.empty(tuple(shape), dtype=dtype, device=self.device)
+
+    def _initialize(self, data: Any) -> None:
+        layout = Layout.of(data, self.ndim)
+        if self.ndim == 2:
+            envs = batch_rows(data, 2)[0]
+            if envs > self.max_size:
+                raise StorageLayoutError(
+                    f"data: {envs} envs do not fit a storage of max_size={self.max_size}"
+                )
+            self._envs = envs
+        lead = (self._envs, self.extend_capacity) if self.ndim == 2 else (self.max_size,)
+        leaves = [
+            self._alloc(k, lead + shp, dt)
+            for k, shp, dt in zip(layout.keys, layout.shapes, layout.dtypes, strict=False)
+        ]
+        self._attach(layout, leaves)
+
+    def _attach(self, layout: Layout, leaves: list[torch.Tensor]) -> None:
+        self.layout = layout
+        self._leaves = leaves
+        self._flat = [t.view(self.capacity, *t.shape[self.ndim :]) for t in leaves]
+
+    def _check(self, data: Any) -> list[torch.Tensor]:
+        leaves = self.layout.check(data, self.ndim)
+        if self.ndim == 2 and batch_rows(data, 2)[0] != self._envs:
+            raise StorageLayoutError(
+                f"data: expected {self._envs} envs (dim 0) like the stored data, "
+                f"got {batch_rows(data, 2)[0]}"
+            )
+        return leaves
+
+    def prepare(self, data: Any) -> None:
+        if self.layout is None:
+            self._initialize(data)
+
+    def _write(self, index: torch.Tensor, data: Any) -> None:
+        self.prepare(data)
+        leaves = self._check(data)
+        if self.rows(data) != len(index):
+            raise StorageLayoutError(f"data: expected {len(index)} rows, got {self.rows(data)}")
+        index = index.to(self.device)
+        dim = self.ndim - 1
+        for dst, src in zip(self._leaves, leaves, strict=False):
+            dst.index_copy_(dim, index, src.to(self.device))
+
+    def get(self, index: torch.Tensor) -> Any:
+        if self.layout is None:
+            raise IndexError("get: the storage is empty (nothing was written yet)")
+        if index.device != self.device:
+            index = index.to(self.device)
+        out = [torch.index_select(t, 0, index) for t in self._flat]
+        return self.layout.build(out, index.shape, self.device)
+
+    def leaf(self, key: Any) -> torch.Tensor:
+        """The full stored tensor under ``key`` (``[cap]`` or ``[envs, cap_t]`` leading)."""
+        if self.layout is None or key not in self.layout.keys:
+            raise KeyError(
+                f"key: {key!r} is not stored (stored: {self.layout and self.layout.keys})"
+            )
+        return self._leaves[self.layout.keys.index(key)]
+
+    def flat_index(self, index: torch.Tensor) -> torch.Tensor:
+        if self.ndim == 1:
+            return index
+        envs = torch.arange(self._envs, device=index.device).unsqueeze(1)
+        return (envs * self.extend_capacity + index.unsqueeze(0)).reshape(-1)
+
+    def valid_flat(self, rank: torch.Tensor) -> torch.Tensor:
+        if self.ndim == 1:
+            return rank
+        return (rank // self._filled) * self.extend_capacity + rank % self._filled
+
+    def state_dict(self) -> dict:
+        if self.layout is None:
+            return {"layout": None, "filled": 0}
+        return {
+            "layout": _layout_state(self.layout),
+            "envs": self._envs,
+            "filled": self._filled,
+            "leaves": list(self._leaves),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["layout"] is None:
+            self.layout, self._leaves, self._flat, self._filled = None, [], [], 0
+            return
+        layout = _layout_from_state(state["layout"])
+        self._envs = int(state["envs"])
+        leaves = [
+            self._alloc(k, t.shape, t.dtype)
+            for k, t in zip(layout.keys, state["leaves"], strict=False)
+        ]
+        for dst, src in zip(leaves, state["leaves"], strict=False):
+            dst.copy_(src)
+        self._attach(layout, leaves)
+        self._filled = int(state["filled"])
+
+
+def _layout_state(layout: Layout) -> dict:
+    return {
+        "keys": list(layout.keys),
+        "dtypes": [str(d).removeprefix("torch.") for d in layout.dtypes],
+        "shapes": [list(s) for s in layout.shapes],
+        "is_td": layout.is_td,
+    }
+
+
+def _layout_from_state(state: dict) -> Layout:
+    return Layout(
+        tuple(tuple(k) if isinstance(k, list) else k for k in state["keys"]),
+        tuple(getattr(torch, d) for d in state["dtypes"]),
+        tuple(tuple(s) for s in state["shapes"]),
+        bool(state["is_td"]),
+    )
+
+
+def nbytes_per_row(layout: Layout) -> int:
+    """Bytes of one row (used by benchmarks and docs)."""
+    return sum(
+        math.prod(s) * torch.empty((), dtype=d).element_size()
+        for s, d in zip(layout.shapes, layout.dtypes, strict=False)
+    )

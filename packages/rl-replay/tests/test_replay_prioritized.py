@@ -1,0 +1,136 @@
+"""Prioritized sampling: frequencies, weights, the tree, bad priorities."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rl_replay import (
+    InvalidPriorityError,
+    LazyTensorStorage,
+    PrioritizedSampler,
+    PriorityTree,
+    ReplayBuffer,
+    TensorDictPrioritizedReplayBuffer,
+)
+from tensordict import TensorDict
+
+# chi-square critical value for 9 degrees of freedom at p = 0.001
+_CHI2_9_0001 = 27.877
+
+
+def test_sampling_frequencies_are_proportional_to_p_alpha():
+    torch.manual_seed(0)
+    alpha = 0.7
+    rb = ReplayBuffer(
+        storage=LazyTensorStorage(10),
+        sampler=PrioritizedSampler(10, alpha, 1.0),
+        generator=torch.Generator().manual_seed(0),
+    )
+    rb.extend(torch.arange(10))
+    priority = torch.arange(1.0, 11.0)
+    rb.update_priorities(torch.arange(10), priority)
+    draws = torch.cat([rb.sample(5000) for _ in range(20)])
+    observed = torch.bincount(draws, minlength=10).double()
+    q = priority.double() ** alpha
+    expected = q / q.sum() * len(draws)
+    chi2 = float(((observed - expected) ** 2 / expected).sum())
+    assert chi2 < _CHI2_9_0001
+
+
+def test_importance_weights_are_normalised_by_the_min_priority():
+    beta, alpha = 0.4, 0.6
+    rb = ReplayBuffer(storage=LazyTensorStorage(8), sampler=PrioritizedSampler(8, alpha, beta))
+    rb.extend(torch.arange(8))
+    priority = torch.tensor([0.5, 1, 2, 3, 4, 5, 6, 7.0])
+    rb.update_priority(torch.arange(8), priority)
+    index, info = rb.sample(256, return_info=True)
+    q = (priority.double() + 1e-8) ** alpha
+    expected = (q[index] / q.min()) ** -beta
+    torch.testing.assert_close(info["priority_weight"].double(), expected, rtol=1e-5, atol=0)
+    assert info["priority_weight"].max() <= 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    capacity=st.integers(1, 300),
+    fanout=st.integers(2, 8),
+    top=st.integers(1, 16),
+    updates=st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 10_000), st.one_of(st.just(0.0), st.floats(1e-3, 100.0))),
+            min_size=1,
+            max_size=20,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_tree_matches_brute_force_cumsum(capacity, fanout, top, updates):
+    tree = PriorityTree(capacity, fanout=fanout, top_size=top)
+    ref = torch.zeros(capacity, dtype=torch.float64)
+    written = torch.zeros(capacity, dtype=torch.bool)
+    for batch in updates:
+        index = torch.tensor([i % capacity for i, _ in batch])
+        value = torch.tensor([v for _, v in batch], dtype=torch.float64)
+        # duplicates: keep one value per index so the reference is defined
+        index, first = _unique_last(index)
+        value = value[first]
+        tree.update(index, value)
+        ref[index] = value
+        written[index] = True
+    assert tree.total() == pytest.approx(float(ref.sum()), rel=1e-9, abs=1e-9)
+    assert tree.min() == float(ref[written].min())  # the min is over written leaves
+    if ref.sum() > 0:
+        u = torch.rand(64, dtype=torch.float64)
+        got = tree.sample(u)
+        cum = ref.cumsum(0)
+        expect = torch.searchsorted(cum, u * cum[-1], right=True)
+        # equal up to float ties; always a positive leaf
+        assert (ref[got] > 0).all()
+        assert (got == expect).float().mean() > 0.9
+
+
+def _unique_last(index):
+    seen = {}
+    for pos, i in enumerate(index.tolist()):
+        seen[i] = pos
+    return torch.tensor(list(seen)), torch.tensor(list(seen.values()))
+
+
+@pytest.mark.parametrize("priority", [-1.0, float("nan"), float("inf")])
+def test_bad_priorities_leave_the_tree_unchanged(priority):
+    rb = ReplayBuffer(storage=LazyTensorStorage(8), sampler=PrioritizedSampler(8, 1.0, 1.0))
+    rb.extend(torch.arange(8))
+    rb.update_priority(torch.arange(8), torch.arange(1.0, 9.0))
+    before = rb.sampler.tree.leaves.clone()
+    with pytest.raises(InvalidPriorityError, match="priority"):
+        rb.update_priority(torch.tensor([0, 1]), torch.tensor([2.0, priority]))
+    with pytest.raises(InvalidPriorityError, match="index"):
+        rb.update_priority(torch.tensor([0, 99]), torch.tensor([2.0, 2.0]))
+    assert torch.equal(rb.sampler.tree.leaves, before)
+
+
+def test_new_rows_get_the_max_priority():
+    rb = ReplayBuffer(storage=LazyTensorStorage(8), sampler=PrioritizedSampler(8, 1.0, 1.0))
+    rb.extend(torch.arange(4))
+    rb.update_priority(torch.arange(4), torch.tensor([1.0, 2.0, 9.0, 3.0]))
+    rb.extend(torch.arange(2))
+    assert rb.sampler.tree.leaves[4:6].tolist() == pytest.approx([9.0, 9.0])
+
+
+def test_td_prioritized_buffer_reads_td_error():
+    torch.manual_seed(0)
+    rb = TensorDictPrioritizedReplayBuffer(
+        alpha=1.0, beta=0.5, storage=LazyTensorStorage(64), batch_size=32
+    )
+    rb.extend(TensorDict({"obs": torch.arange(64.0).unsqueeze(1)}, [64]))
+    td = rb.sample()
+    assert td["priority_weight"].shape == (32,)
+    td["td_error"] = torch.where(td["index"] == td["index"][0], 1e4, 1e-6).unsqueeze(1)
+    rb.update_tensordict_priority(td)
+    hot = td["index"][0]
+    assert (rb.sample()["index"] == hot).float().mean() > 0.9
+    with pytest.raises(KeyError, match="td_error"):
+        rb.update_tensordict_priority(td.exclude("td_error"))
