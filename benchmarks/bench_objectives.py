@@ -2,7 +2,8 @@
 
 Figures: ours (ms), the loop measured in the same run (ratio ours/loop), the
 memory-bound limit (bytes read + written over a measured copy rate), the absolute target
-``[256, 1000]`` GAE <= 1.5 ms, and the PPO loss forward+backward in eager mode.
+``[256, 1000]`` GAE <= 1.5 ms, the PPO loss forward+backward in eager mode, and the SAC
+loss forward+backward against the same losses written in plain torch.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def _estimators(rows: list[dict]) -> None:
                          limit=limit, ratio=gae / limit))
         rows.append(dict(figure=f"TD(lambda) [{b}, {t}] ours/loop", value=tdl, unit="ms",
                          limit=tdl_loop, ratio=tdl / tdl_loop))
+        rows.append(dict(figure=f"TD(lambda) [{b}, {t}] ours/GAE ours (target <= 1.1)", value=tdl,
+                         unit="ms", limit=gae, ratio=tdl / gae))
         if (b, t) == (256, 1000):
             rows.append(dict(figure="GAE [256, 1000] ours/target 1.5 ms (target <= 1)", value=gae,
                              unit="ms", limit=TARGET_MS, ratio=gae / TARGET_MS))
@@ -95,6 +98,95 @@ def _ppo(rows: list[dict]) -> None:
                      unit="ms", limit=plain, ratio=fwd_bwd / plain))
 
 
+def _sac_nets(hidden: int = 256):
+    from tensordict.nn import NormalParamExtractor
+
+    obs, act = 3, 1  # Pendulum-v1
+
+    def mlp(n_in, n_out):
+        return torch.nn.Sequential(torch.nn.Linear(n_in, hidden), torch.nn.ReLU(),
+                                   torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+                                   torch.nn.Linear(hidden, n_out))
+
+    class Q(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = mlp(obs + act, 1)
+
+        def forward(self, observation, action):
+            return self.net(torch.cat([observation, action], -1))
+
+    actor_net = torch.nn.Sequential(mlp(obs, 2 * act), NormalParamExtractor())
+    return obs, act, actor_net, Q
+
+
+def _tanh_normal(loc, scale):
+    dist = torch.distributions
+    return dist.TransformedDistribution(dist.Independent(dist.Normal(loc, scale), 1),
+                                        [dist.TanhTransform(cache_size=1)])
+
+
+def _plain_sac_step(actor_net, q_nets, q_targets, log_alpha, td, gamma=0.99):
+    """The same SAC v2 losses written with plain torch: the reference."""
+    obs, act, nxt = td["observation"], td["action"], td["next"]
+    alpha = log_alpha.detach().exp()
+    with torch.no_grad():
+        next_dist = _tanh_normal(*actor_net(nxt["observation"]))
+        next_act = next_dist.rsample()
+        next_q = torch.stack([q(nxt["observation"], next_act) for q in q_targets]).amin(0)
+        soft = next_q.squeeze(-1) - alpha * next_dist.log_prob(next_act)
+        target = nxt["reward"].squeeze(-1) + gamma * (~nxt["terminated"].squeeze(-1)) * soft
+    pred = torch.stack([q(obs, act).squeeze(-1) for q in q_nets])
+    loss_q = torch.nn.functional.smooth_l1_loss(pred, target.expand_as(pred),
+                                                reduction="none").sum(0).mean()
+    dist = _tanh_normal(*actor_net(obs))
+    new_act = dist.rsample()
+    log_prob = dist.log_prob(new_act)
+    q_new = torch.stack([torch.func.functional_call(q, {k: v.detach() for k, v in
+                         q.named_parameters()}, (obs, new_act)) for q in q_nets]).amin(0)
+    loss_actor = (alpha * log_prob - q_new.squeeze(-1)).mean()
+    loss_alpha = -(log_alpha * (log_prob.detach() - 1.0)).mean()
+    (loss_q + loss_actor + loss_alpha).backward()
+
+
+def _sac(rows: list[dict]) -> None:
+    import copy
+
+    from rl_objectives import SACLoss
+    from tensordict import TensorDict
+    from tensordict.nn import (
+        ProbabilisticTensorDictModule,
+        ProbabilisticTensorDictSequential,
+        TensorDictModule,
+    )
+
+    torch.manual_seed(0)
+    obs, act, actor_net, Q = _sac_nets()
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(actor_net, ["observation"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(["loc", "scale"], ["action"],
+                                      distribution_class=_tanh_normal))
+    loss = SACLoss(actor, TensorDictModule(Q(), ["observation", "action"],
+                                           ["state_action_value"]))
+    n = 256
+    done = torch.rand(n, 1) < 0.01
+    td = TensorDict({"observation": torch.randn(n, obs), "action": torch.rand(n, act) * 2 - 1,
+                     "next": {"observation": torch.randn(n, obs), "reward": torch.randn(n, 1),
+                              "done": done, "terminated": done}}, [n])
+
+    def step():
+        out = loss(td)
+        (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
+
+    q_nets = [Q(), Q()]
+    q_targets = copy.deepcopy(q_nets)
+    log_alpha = torch.zeros((), requires_grad=True)
+    ours = _best_ms(step, 10)
+    plain = _best_ms(lambda: _plain_sac_step(actor_net, q_nets, q_targets, log_alpha, td), 10)
+    rows.append(dict(figure="SACLoss fwd+bwd [256] eager / plain-torch SAC step", value=ours,
+                     unit="ms", limit=plain, ratio=ours / plain))
+
+
 def run() -> list[dict]:
     """Run every figure on one thread and return the rows."""
     threads = torch.get_num_threads()
@@ -103,6 +195,7 @@ def run() -> list[dict]:
         rows: list[dict] = []
         _estimators(rows)
         _ppo(rows)
+        _sac(rows)
         return rows
     finally:
         torch.set_num_threads(threads)

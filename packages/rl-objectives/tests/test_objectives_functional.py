@@ -155,6 +155,20 @@ def test_gradients_flow_to_values_only_through_the_formula():
     assert v.grad is not None and torch.all(v.grad != 0)
 
 
+def test_vec_td_lambda_gradients_equal_the_loop_and_skip_terminated_steps():
+    g = torch.Generator().manual_seed(3)
+    nv, r = torch.randn(2, 9, 1, generator=g), torch.randn(2, 9, 1, generator=g)
+    done = torch.rand(2, 9, 1, generator=g) < 0.3
+    term = done & (torch.arange(9).view(1, 9, 1) % 2 == 0)
+    grads = []
+    for fn in (F.vec_td_lambda_return_estimate, F.td_lambda_return_estimate):
+        leaf = nv.clone().requires_grad_()
+        fn(torch.full_like(r, 0.9), 0.7, leaf, r, done, term).sum().backward()
+        grads.append(leaf.grad)
+    torch.testing.assert_close(grads[0], grads[1])
+    assert torch.all(grads[0][term] == 0) and torch.all(grads[0][~term] != 0)
+
+
 def test_compiled_gae_has_no_graph_break_and_matches_eager():
     from torch._dynamo.utils import counters
 

@@ -158,9 +158,11 @@ def test_mode_is_per_thread_and_decorates():
         set_recurrent_mode("yes")
 
 
-def test_triton_backend_is_reported_unavailable():
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the triton backend is available on CUDA")
+def test_triton_backend_is_reported_unavailable(monkeypatch):
     from rl_recurrent import BackendUnavailableError
 
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(BackendUnavailableError, match="triton"):
         LSTMModule(2, 4, in_key="x", out_key="y", recurrent_backend="triton")
 

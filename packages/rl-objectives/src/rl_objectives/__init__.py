@@ -3,7 +3,7 @@
 Estimators (:mod:`rl_objectives.value`): ``GAE``, ``TD0Estimator``, ``TD1Estimator``,
 ``TDLambdaEstimator``, ``MultiAgentGAE`` and the pure functions in
 :mod:`rl_objectives.value.functional`. Losses: ``PPOLoss``, ``ClipPPOLoss``,
-``KLPENPPOLoss``, ``A2CLoss``, ``DQNLoss``; target updaters ``SoftUpdate`` and
+``KLPENPPOLoss``, ``A2CLoss``, ``DQNLoss``, ``SACLoss``; target updaters ``SoftUpdate`` and
 ``HardUpdate``. See ``docs/objectives.md``.
 """
 
@@ -14,6 +14,7 @@ from rl_objectives._compile import compile_with_warmup
 from rl_objectives._dqn import DQNLoss
 from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
 from rl_objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from rl_objectives._sac import SACLoss
 from rl_objectives._target_updaters import HardUpdate, SoftUpdate
 from rl_objectives.exceptions import (
     MissingKeyError,
@@ -44,6 +45,7 @@ __all__ = [
     "MultiAgentGAE",
     "ObjectivesError",
     "PPOLoss",
+    "SACLoss",
     "ShapeMismatchError",
     "SoftUpdate",
     "TD0Estimator",

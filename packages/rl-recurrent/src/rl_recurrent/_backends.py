@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -11,7 +9,7 @@ from torch import Tensor, nn
 from rl_recurrent._cells import GRUCellMath, LSTMCellMath
 from rl_recurrent._pad import run_pad
 from rl_recurrent._scan import TorchImpl, run_layer
-from rl_recurrent.exceptions import BackendUnavailableError
+from rl_recurrent._triton import check_triton_available, make_triton_impl
 
 __all__ = ["check_backend_available", "resolve_backend", "run_recurrent"]
 
@@ -44,17 +42,8 @@ def _layer_weights(rnn: nn.RNNBase, layer: int, dtype: torch.dtype):
 
 def check_backend_available(backend: str) -> None:
     """Raise :class:`BackendUnavailableError` for a backend this build cannot run."""
-    if backend != "triton":
-        return
-    if importlib.util.find_spec("triton") is None:
-        raise BackendUnavailableError(
-            "recurrent_backend='triton' needs the triton package: pip install "
-            "'rl-recurrent[triton]' (or use recurrent_backend='scan' / 'pad')"
-        )
-    raise BackendUnavailableError(
-        "recurrent_backend='triton' is not implemented in this version of rl-recurrent; "
-        "use recurrent_backend='scan' (CPU, torch.compile) or 'pad' (cuDNN)"
-    )
+    if backend == "triton":
+        check_triton_available()
 
 
 def _run_stack(rnn, x, is_init, states0, *, recompute, impl, dtype):
@@ -107,8 +96,7 @@ def run_recurrent(
     if backend == "pad":
         y, nxt = _run_pad_cast(rnn, x, is_init, states0, dtype)
     else:
-        check_backend_available(backend)
-        impl = TorchImpl
+        impl = TorchImpl if backend == "scan" else make_triton_impl(x, dtype, precision)
         y, nxt = _run_stack(rnn, x, is_init, states0, recompute=recompute, impl=impl, dtype=dtype)
     return y.to(out_dtype), tuple(s.to(out_dtype) for s in nxt)
 

@@ -52,21 +52,22 @@ class LSTMModule(RecurrentModuleBase):
         out_key: the output key; the next states go to ``("next", h)``, ``("next", c)``.
         out_keys: ``[output, ("next", h), ("next", c)]`` in full.
         device: where to create the parameters.
-        recurrent_backend: ``"auto"``, ``"pad"`` or ``"scan"`` (see the recurrent
-            guide); ``"auto"`` is ``"pad"`` on a GPU in eager and ``"scan"`` on the CPU
-            or under ``torch.compile``. ``"triton"`` is reserved and not implemented in
-            this version (raises ``BackendUnavailableError``).
+        recurrent_backend: ``"auto"``, ``"pad"``, ``"scan"`` or ``"triton"`` (see the
+            recurrent guide); ``"auto"`` is ``"pad"`` on a GPU in eager and ``"scan"`` on
+            the CPU or under ``torch.compile``; it never picks ``"triton"``, which needs
+            CUDA (or ``TRITON_INTERPRET=1`` on the CPU, for testing).
         recurrent_recompute: ``"none"`` or ``"full"`` (scan: do not store the gates;
             replay the forward chunk by chunk in the backward).
         recurrent_compute_dtype: dtype of the recurrent-mode computation (e.g.
             ``torch.bfloat16``); outputs come back in the input's dtype.
         recurrent_matmul_precision: ``"ieee"``, ``"tf32"`` or ``"tf32x3"`` for the
             Triton backend; ``None`` follows :func:`set_recurrent_matmul_precision`.
-            Validated and stored; no torch backend uses it.
+            The torch backends ignore it.
 
     Raises:
         ValueError: on bad sizes, keys, backend, recompute, dtype or precision.
-        BackendUnavailableError: for ``recurrent_backend="triton"``.
+        BackendUnavailableError: ``recurrent_backend="triton"`` without triton, or
+            on the CPU without ``TRITON_INTERPRET=1``.
 
     Examples:
         >>> import torch
@@ -137,14 +138,16 @@ class GRUModule(RecurrentModuleBase):
         out_key: the output key; the next state goes to ``("next", state)``.
         out_keys: ``[output, ("next", state)]`` in full.
         device: where to create the parameters.
-        recurrent_backend: ``"auto"``, ``"pad"`` or ``"scan"`` (``"triton"`` raises).
+        recurrent_backend: ``"auto"``, ``"pad"``, ``"scan"`` or ``"triton"`` (as for
+            :class:`LSTMModule`).
         recurrent_recompute: ``"none"`` or ``"full"``.
         recurrent_compute_dtype: dtype of the recurrent-mode computation.
         recurrent_matmul_precision: ``"ieee"``, ``"tf32"`` or ``"tf32x3"`` (Triton).
 
     Raises:
         ValueError: on bad sizes, keys, backend, recompute, dtype or precision.
-        BackendUnavailableError: for ``recurrent_backend="triton"``.
+        BackendUnavailableError: ``recurrent_backend="triton"`` without triton, or
+            on the CPU without ``TRITON_INTERPRET=1``.
 
     Examples:
         >>> import torch

@@ -32,9 +32,7 @@ __all__ = [
 ]
 
 
-
-def _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated, time_dim):
-    """Checks, then ``(a_t, b_t)`` of the lambda-return recurrence."""
+def _checked(gamma, lmbda, next_state_value, reward, done, terminated, time_dim):
     check_same_shape(
         "reward",
         {"reward": reward, "next_state_value": next_state_value, "done": done,
@@ -45,6 +43,18 @@ def _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated, time
     terminated = done if terminated is None else as_bool(terminated)
     gamma = coefficient("gamma", gamma, reward)
     lmbda = coefficient("lmbda", lmbda, reward)
+    return gamma, lmbda, done, terminated, time_dim
+
+
+def _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated, time_dim):
+    """Checks, then ``(a_t, b_t)`` of the lambda-return recurrence, term by term.
+
+    The literal equation, kept for the reference loop; :func:`_fast_lambda_terms` builds
+    the same terms for the scan.
+    """
+    gamma, lmbda, done, terminated, time_dim = _checked(
+        gamma, lmbda, next_state_value, reward, done, terminated, time_dim
+    )
     cut = done.clone()
     cut.select(time_dim, -1).fill_(True)  # the batch ends: bootstrap there
     trace = (~cut).to(reward.dtype) * lmbda  # l_t
@@ -52,6 +62,25 @@ def _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated, time
     a = (discount * trace).expand_as(reward)
     b = reward + discount * (1.0 - trace) * next_state_value
     return a, b, time_dim
+
+
+def _fast_lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated, time_dim):
+    """Checks, then ``(a_t, b_t)`` in two float buffers written in place (as in GAE).
+
+    ``a_t = gamma lmbda (1 - m_t)(1 - cut_t)`` and ``b_t = r_t + (1 - m_t)(gamma - a_t)
+    V(s_{t+1})``, which is ``r_t + gamma (1 - m_t)(1 - l_t) V(s_{t+1})`` rearranged so that
+    ``b`` is built in one buffer: fresh allocations, not arithmetic, dominate here.
+    """
+    gamma, lmbda, done, terminated, time_dim = _checked(
+        gamma, lmbda, next_state_value, reward, done, terminated, time_dim
+    )
+    keep = ~done if terminated is done else torch.logical_or(done, terminated).logical_not_()
+    keep.select(time_dim, -1).fill_(False)  # the batch ends: bootstrap there
+    a = keep.to(reward.dtype).mul_(gamma * lmbda)
+    b = torch.rsub(a, gamma).masked_fill_(terminated, 0.0)  # (1 - m_t)(gamma - a_t)
+    if torch.is_grad_enabled() and next_state_value.requires_grad:
+        return a, torch.addcmul(reward, b, next_state_value), time_dim
+    return a, b.mul_(next_state_value).add_(reward), time_dim
 
 
 def _loop(a: torch.Tensor, b: torch.Tensor, time_dim: int) -> torch.Tensor:
@@ -173,8 +202,8 @@ def vec_td_lambda_return_estimate(
         >>> vec_td_lambda_return_estimate(0.5, 1.0, v, r, d).squeeze(-1)
         tensor([1.7500, 1.5000, 1.0000])
     """
-    a, b, time_dim = _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated,
-                                   time_dim)
+    a, b, time_dim = _fast_lambda_terms(gamma, lmbda, next_state_value, reward, done,
+                                        terminated, time_dim)
     return reverse_linear_scan(a, b, time_dim)
 
 

@@ -1,0 +1,62 @@
+"""Independent copies of a tensordict module, stacked and evaluated in one vmapped call."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase, TensorDictParams
+from torch import nn
+
+__all__ = ["stack_copies", "vmap_call"]
+
+
+def _reset_parameters(module: nn.Module) -> None:
+    """Re-draw the parameters of every submodule that has ``reset_parameters``."""
+    for sub in module.modules():
+        reset = getattr(sub, "reset_parameters", None)
+        if sub is not module and callable(reset):
+            reset()
+
+
+def stack_copies(module: TensorDictModuleBase, num_copies: int) -> TensorDictParams:
+    """Parameters and buffers of ``num_copies`` copies of ``module``, stacked on dim 0.
+
+    Copy 0 starts from ``module``'s own values; the others are re-initialised with each
+    submodule's ``reset_parameters`` (as TorchRL does), so that clipped double-Q learning
+    starts from distinct critics. ``module`` itself is left untouched.
+
+    Args:
+        module: the tensordict module to copy.
+        num_copies: how many copies (``>= 1``).
+
+    Returns:
+        A ``TensorDictParams`` with batch size ``[num_copies]``.
+    """
+    copies = [module] + [copy.deepcopy(module) for _ in range(num_copies - 1)]
+    for extra in copies[1:]:
+        _reset_parameters(extra)
+    return TensorDict.from_modules(*copies, as_module=True)
+
+
+def vmap_call(
+    module: TensorDictModuleBase, params: TensorDictBase, tensordict: TensorDictBase
+) -> TensorDictBase:
+    """Run ``module`` once per entry of the stacked ``params`` on the same input.
+
+    Args:
+        module: the module whose parameters ``params`` replaces during the call.
+        params: stacked parameters (batch size ``[N]``), e.g. from :func:`stack_copies`
+            or a detached / target copy of them.
+        tensordict: the input, shared by the ``N`` calls.
+
+    Returns:
+        The outputs, with a leading dim ``N``.
+    """
+
+    def call(p: TensorDictBase, td: TensorDictBase) -> TensorDictBase:
+        with p.to_module(module):
+            return module(td)
+
+    return torch.vmap(call, (0, None), randomness="different")(params, tensordict)

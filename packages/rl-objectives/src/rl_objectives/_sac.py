@@ -1,0 +1,348 @@
+"""Soft actor-critic loss (Haarnoja et al., 2018, arXiv:1801.01290 and arXiv:1812.05905)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import nn
+
+from rl_objectives import _keys
+from rl_objectives._ensemble import stack_copies, vmap_call
+from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
+from rl_objectives.value._td import td0_return_estimate
+
+__all__ = ["SACLoss"]
+
+
+def _check_module(name: str, net: Any, *, probabilistic: bool = False) -> None:
+    if not isinstance(net, TensorDictModuleBase):
+        raise TypeError(f"{name} must be a tensordict.nn module, got {type(net).__name__}")
+    if probabilistic and not hasattr(net, "get_dist"):
+        raise TypeError(
+            f"{name} must be probabilistic (have get_dist(tensordict), e.g. a "
+            f"ProbabilisticTensorDictSequential), got {type(net).__name__}"
+        )
+
+
+def _check_alpha(alpha_init: float, min_alpha: float | None, max_alpha: float | None) -> None:
+    if not alpha_init > 0:
+        raise ValueError(f"alpha_init must be > 0, got {alpha_init}")
+    for name, bound in (("min_alpha", min_alpha), ("max_alpha", max_alpha)):
+        if bound is not None and not bound > 0:
+            raise ValueError(f"{name} must be > 0 or None, got {bound}")
+    if min_alpha is not None and max_alpha is not None and min_alpha > max_alpha:
+        raise ValueError(f"min_alpha must be <= max_alpha, got {min_alpha} > {max_alpha}")
+
+
+class SACLoss(LossModule):
+    """Soft actor-critic: clipped double-Q critics, a reparameterised actor, learned ``alpha``.
+
+    With ``Q_i`` the ``num_qvalue_nets`` critics, ``Q'_i`` their targets, ``a~ ~ pi(.|s)``
+    drawn with ``rsample`` and ``m_t`` = terminated::
+
+        loss_qvalue = sum_i E[d(Q_i(s_t, a_t), y_t)]
+        y_t         = r_t + gamma (1 - m_t) (min_i Q'_i(s_{t+1}, a~') - alpha log pi(a~'|s_{t+1}))
+        loss_actor  = E[alpha log pi(a~|s_t) - min_i Q_i(s_t, a~)]     (critics frozen)
+        loss_alpha  = -E[log(alpha) (log pi(a~|s_t) + target_entropy)]
+
+    With a ``value_network`` (SAC v1), ``y_t = r_t + gamma (1 - m_t) V'(s_{t+1})`` and
+    ``loss_value = E[d(V(s_t), min_i Q'_i(s_t, a~) - alpha log pi(a~|s_t))]`` is added.
+    The target ``y`` is built without gradient; truncated steps bootstrap, terminated ones
+    do not. ``alpha`` and ``log pi`` are detached where they are not the variable of the
+    term, so each loss term moves only its own parameters. The max over critics of
+    ``|Q_i - y|`` is written back to the input under ``td_error`` (prioritized replay).
+
+    Inputs are ``[*B]`` or ``[*B, T]`` TensorDicts with ``observation``, ``action`` and
+    ``"next"`` holding ``observation``, ``reward``, ``done`` and ``terminated``.
+
+    Args:
+        actor_network: a probabilistic tensordict module (``get_dist``) whose
+            distribution has ``rsample`` (e.g. a tanh-transformed Normal).
+        qvalue_network: a tensordict module reading the observation and ``action`` and
+            writing ``state_action_value``. It serves as the template of the critics,
+            whose stacked parameters live in ``qvalue_network_params``: copy 0 starts from
+            the module's values, the others are re-initialised.
+        value_network: a tensordict module writing ``state_value`` (SAC v1), or ``None``.
+        num_qvalue_nets: number of critics (``>= 1``).
+        loss_function: ``"l1"``, ``"l2"`` or ``"smooth_l1"``.
+        alpha_init: initial temperature.
+        min_alpha: lower bound of ``alpha``, or ``None``.
+        max_alpha: upper bound of ``alpha``, or ``None``.
+        action_spec: anything with a ``shape`` (or a shape) for ``target_entropy="auto"``;
+            when ``None`` the action shape is read from the first batch.
+        fixed_alpha: keep ``alpha`` constant (``log_alpha`` is a buffer).
+        target_entropy: a float, or ``"auto"`` for ``-prod(action_shape)``.
+        delay_actor: draw the next action from a target actor ``target_actor_network``.
+        delay_qvalue: keep target critics ``target_qvalue_network_params``.
+        delay_value: keep a target value network (SAC v1 only).
+        gamma: discount (also settable with ``make_value_estimator(gamma=...)``).
+
+    Raises:
+        TypeError: a network is not a tensordict module, or the actor is not
+            probabilistic.
+        ValueError: a hyper-parameter is out of range.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import (NormalParamExtractor, ProbabilisticTensorDictModule,
+        ...     ProbabilisticTensorDictSequential, TensorDictModule)
+        >>> class Q(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.net = torch.nn.Linear(3 + 2, 1)
+        ...     def forward(self, obs, act):
+        ...         return self.net(torch.cat([obs, act], -1))
+        >>> actor = ProbabilisticTensorDictSequential(
+        ...     TensorDictModule(torch.nn.Sequential(torch.nn.Linear(3, 4),
+        ...         NormalParamExtractor()), ["observation"], ["loc", "scale"]),
+        ...     ProbabilisticTensorDictModule(["loc", "scale"], ["action"],
+        ...         distribution_class=torch.distributions.Normal))
+        >>> qvalue = TensorDictModule(Q(), ["observation", "action"], ["state_action_value"])
+        >>> td = TensorDict({"observation": torch.randn(8, 3), "action": torch.randn(8, 2),
+        ...     "next": {"observation": torch.randn(8, 3), "reward": torch.randn(8, 1),
+        ...              "done": torch.zeros(8, 1, dtype=torch.bool),
+        ...              "terminated": torch.zeros(8, 1, dtype=torch.bool)}}, [8])
+        >>> loss = SACLoss(actor, qvalue, gamma=0.99)
+        >>> sorted(loss(td).keys())
+        ['alpha', 'entropy', 'loss_actor', 'loss_alpha', 'loss_qvalue']
+        >>> loss.target_entropy
+        -2.0
+    """
+
+    default_value_estimator = ValueEstimators.TD0
+
+    @dataclasses.dataclass
+    class _AcceptedKeys:
+        """Key roles.
+
+        Attributes:
+            action: the action taken (and the critics' action input).
+            state_action_value: the critics' output.
+            value: the value network's output (SAC v1).
+            log_prob: the key of the actor's log-probability (TorchRL's name, kept for
+                ``set_keys`` compatibility; the loss recomputes it).
+            priority: where ``max_i |Q_i - y|`` is written.
+            reward: reward under ``"next"``.
+            done: done under ``"next"``.
+            terminated: terminated under ``"next"``.
+        """
+
+        action: NestedKey = _keys.ACTION
+        state_action_value: NestedKey = _keys.STATE_ACTION_VALUE
+        value: NestedKey = _keys.STATE_VALUE
+        log_prob: NestedKey = _keys.SAMPLE_LOG_PROB
+        priority: NestedKey = _keys.TD_ERROR
+        reward: NestedKey = _keys.REWARD
+        done: NestedKey = _keys.DONE
+        terminated: NestedKey = _keys.TERMINATED
+
+    def __init__(
+        self,
+        actor_network: TensorDictModuleBase,
+        qvalue_network: TensorDictModuleBase,
+        value_network: TensorDictModuleBase | None = None,
+        *,
+        num_qvalue_nets: int = 2,
+        loss_function: str = "smooth_l1",
+        alpha_init: float = 1.0,
+        min_alpha: float | None = None,
+        max_alpha: float | None = None,
+        action_spec: Any = None,
+        fixed_alpha: bool = False,
+        target_entropy: float | str = "auto",
+        delay_actor: bool = False,
+        delay_qvalue: bool = True,
+        delay_value: bool = True,
+        gamma: float = 0.99,
+    ) -> None:
+        super().__init__()
+        _check_module("actor_network", actor_network, probabilistic=True)
+        _check_module("qvalue_network", qvalue_network)
+        if value_network is not None:
+            _check_module("value_network", value_network)
+        if not isinstance(num_qvalue_nets, int) or num_qvalue_nets < 1:
+            raise ValueError(f"num_qvalue_nets must be an int >= 1, got {num_qvalue_nets!r}")
+        distance_loss(torch.zeros(1), torch.zeros(1), loss_function)  # validates the name
+        _check_alpha(alpha_init, min_alpha, max_alpha)
+        if target_entropy != "auto" and not isinstance(target_entropy, (int, float)):
+            raise ValueError(f"target_entropy must be 'auto' or a float, got {target_entropy!r}")
+        self.loss_function, self.num_qvalue_nets = loss_function, num_qvalue_nets
+        self.delay_actor, self.delay_qvalue = delay_actor, delay_qvalue
+        self.delay_value = delay_value and value_network is not None
+        self.gamma, self.fixed_alpha = float(gamma), fixed_alpha
+        self.actor_network, self.value_network = actor_network, value_network
+        object.__setattr__(self, "_qvalue_template", qvalue_network)  # not a submodule
+        self.qvalue_network_params = stack_copies(qvalue_network, num_qvalue_nets)
+        for name, delayed in (("actor_network", delay_actor),
+                              ("qvalue_network_params", delay_qvalue),
+                              ("value_network", self.delay_value)):
+            if delayed:
+                self._make_target(name, getattr(self, name))
+        self._init_alpha(alpha_init, min_alpha, max_alpha)
+        self._target_entropy = self._resolve_target_entropy(target_entropy, action_spec)
+
+    def _init_alpha(self, alpha_init: float, min_alpha, max_alpha) -> None:
+        log_alpha = torch.tensor(math.log(alpha_init))
+        if self.fixed_alpha:
+            self.register_buffer("log_alpha", log_alpha)
+        else:
+            self.log_alpha = nn.Parameter(log_alpha)
+        self.min_log_alpha = math.log(min_alpha) if min_alpha is not None else None
+        self.max_log_alpha = math.log(max_alpha) if max_alpha is not None else None
+
+    @staticmethod
+    def _resolve_target_entropy(target_entropy, action_spec) -> float | None:
+        if target_entropy != "auto":
+            return float(target_entropy)
+        if action_spec is None:
+            return None  # read from the first batch's action
+        shape = getattr(action_spec, "shape", action_spec)
+        return -float(math.prod(shape))
+
+    @property
+    def qvalue_network(self) -> TensorDictModuleBase:
+        """The critic template; its parameters are swapped for ``qvalue_network_params``."""
+        return self._qvalue_template
+
+    @property
+    def target_entropy(self) -> float | None:
+        """The entropy target (``None`` until known when ``"auto"`` without a spec)."""
+        return self._target_entropy
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """The current temperature ``exp(log_alpha)``, clamped to its bounds (detached)."""
+        if self.min_log_alpha is not None or self.max_log_alpha is not None:
+            with torch.no_grad():
+                self.log_alpha.clamp_(self.min_log_alpha, self.max_log_alpha)
+        return self.log_alpha.detach().exp()
+
+    def make_value_estimator(
+        self, value_type: ValueEstimators | str | None = None, **hyperparams: Any
+    ) -> SACLoss:
+        """Set the discount of the one-step (TD(0)) target, TorchRL style.
+
+        Args:
+            value_type: ``None`` or TD(0); SAC's soft target is one-step only.
+            **hyperparams: ``gamma``.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            NotImplementedError: another estimator than TD(0).
+            ValueError: an unknown hyper-parameter.
+        """
+        if value_type not in (None, ValueEstimators.TD0, "TD0", ValueEstimators.TD0.value):
+            raise NotImplementedError(
+                f"SACLoss builds one-step soft targets only (TD(0)), got {value_type!r}"
+            )
+        if set(hyperparams) - {"gamma"}:
+            raise ValueError(f"SACLoss takes only gamma, got {sorted(hyperparams)}")
+        self.gamma = float(hyperparams.get("gamma", self.gamma))
+        return self
+
+    def _sample(self, actor: nn.Module, tensordict: TensorDictBase):
+        """``(a~, log pi(a~|s))`` with a reparameterised sample, log-prob per batch element."""
+        dist = actor.get_dist(tensordict)
+        if not dist.has_rsample:
+            raise TypeError(
+                f"SACLoss needs an actor distribution with rsample, got {type(dist).__name__}"
+            )
+        action = dist.rsample()
+        log_prob = dist.log_prob(action)
+        if log_prob.ndim > tensordict.batch_dims:  # a factorised distribution
+            log_prob = log_prob.flatten(tensordict.batch_dims).sum(-1)
+        return action, log_prob
+
+    def _qvalues(self, tensordict: TensorDictBase, action: torch.Tensor, params) -> torch.Tensor:
+        """``Q_i(s, action)`` for every critic, shape ``[N, *B]``."""
+        template = self._qvalue_template
+        td = tensordict.select(*template.in_keys, strict=False)
+        td.set(self.tensor_keys.action, action)
+        value = self._get(vmap_call(template, params, td), self.tensor_keys.state_action_value)
+        return value.reshape(value.shape[0], *tensordict.batch_size)
+
+    def _state_value(self, net: nn.Module, tensordict: TensorDictBase) -> torch.Tensor:
+        td = tensordict.select(*net.in_keys, strict=False)
+        return self._get(net(td), self.tensor_keys.value).reshape(tensordict.batch_size)
+
+    def _target_params(self):
+        return self.target_qvalue_network_params if self.delay_qvalue else (
+            self.qvalue_network_params.detach())
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        """Compute the loss terms and write ``td_error`` into ``tensordict``.
+
+        Args:
+            tensordict: ``[*B]`` or ``[*B, T]``, with the critics' and actor's inputs,
+                ``action`` and ``"next"`` (observation, ``reward``, ``done``,
+                ``terminated``).
+
+        Returns:
+            A TensorDict of scalars: ``loss_actor``, ``loss_qvalue``, ``loss_alpha``
+            (and ``loss_value`` with a value network), ``alpha`` and ``entropy``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+            TypeError: the actor's distribution has no ``rsample``.
+        """
+        td = tensordict.copy()
+        if self._target_entropy is None:
+            action = self._get(td, self.tensor_keys.action)
+            self._target_entropy = -float(math.prod(action.shape[td.batch_dims:]))
+        alpha = self.alpha
+        out = self._qvalue_loss(tensordict, td, alpha)
+        action, log_prob = self._sample(self.actor_network, td)
+        q = self._qvalues(td, action, self.qvalue_network_params.detach()).amin(0)
+        out["loss_actor"] = (alpha * log_prob - q).mean()
+        out["loss_alpha"] = -(self.log_alpha * (log_prob.detach() + self._target_entropy)).mean()
+        out["alpha"] = alpha
+        out["entropy"] = -log_prob.detach().mean()
+        if self.value_network is not None:
+            out["loss_value"] = self._value_loss(td, alpha)
+        return TensorDict(out, batch_size=[])
+
+    def _qvalue_loss(self, tensordict: TensorDictBase, td: TensorDictBase,
+                     alpha: torch.Tensor) -> dict[str, torch.Tensor]:
+        keys = self.tensor_keys
+        target = self._qvalue_target(td, alpha)
+        pred = self._qvalues(td, self._get(td, keys.action), self.qvalue_network_params)
+        tensordict.set(keys.priority, (pred.detach() - target).abs().amax(0))
+        loss = distance_loss(pred, target.expand_as(pred), self.loss_function)
+        return {"loss_qvalue": loss.sum(0).mean()}
+
+    @torch.no_grad()
+    def _qvalue_target(self, td: TensorDictBase, alpha: torch.Tensor) -> torch.Tensor:
+        """``y = r + gamma (1 - m) V_soft(s')``, shape ``[*B]``, without gradient."""
+        keys = self.tensor_keys
+        nxt = self._get(td, _keys.NEXT).copy()
+        reward = self._get(nxt, keys.reward)
+        terminated = nxt.get(keys.terminated, None)
+        terminated = self._get(nxt, keys.done) if terminated is None else terminated
+        if self.value_network is not None:
+            net = self.target_value_network if self.delay_value else self.value_network
+            next_value = self._state_value(net, nxt)
+        else:
+            actor = self.target_actor_network if self.delay_actor else self.actor_network
+            action, log_prob = self._sample(actor, nxt)
+            q = self._qvalues(nxt, action, self._target_params()).amin(0)
+            next_value = q - alpha * log_prob
+        batch = td.batch_size
+        return td0_return_estimate(self.gamma, next_value, reward.reshape(batch),
+                                   terminated.reshape(batch))
+
+    def _value_loss(self, td: TensorDictBase, alpha: torch.Tensor) -> torch.Tensor:
+        """SAC v1: ``V(s)`` regresses on ``min_i Q'_i(s, a~) - alpha log pi(a~|s)``."""
+        with torch.no_grad():
+            action, log_prob = self._sample(self.actor_network, td)
+            target = self._qvalues(td, action, self._target_params()).amin(0) - alpha * log_prob
+        value = self._state_value(self.value_network, td)
+        return distance_loss(value, target, self.loss_function).mean()
