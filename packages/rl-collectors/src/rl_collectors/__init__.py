@@ -1,7 +1,38 @@
-"""Data collectors (single, multi-process, Ray) and weight synchronisation."""
+"""Data collectors (single, multi-process) and weight synchronisation.
+
+``Collector`` steps one batched env with a policy into preallocated ``[*B, T]``
+batches; ``MultiSyncCollector`` / ``MultiAsyncCollector`` / ``AsyncCollector`` run
+Collectors in spawned worker processes with batches in shared memory.
+"""
 
 from __future__ import annotations
 
+from rl_collectors import weight_sync
+from rl_collectors._collector import Collector
+from rl_collectors._multi import (
+    AsyncCollector,
+    MultiAsyncCollector,
+    MultiCollector,
+    MultiSyncCollector,
+)
+from rl_collectors._options import CollectorOptions
+from rl_collectors._traj import TrajCounter, split_trajectories
+from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "AsyncCollector",
+    "Collector",
+    "CollectorClosedError",
+    "CollectorError",
+    "CollectorOptions",
+    "MultiAsyncCollector",
+    "MultiCollector",
+    "MultiSyncCollector",
+    "TrajCounter",
+    "WorkerError",
+    "__version__",
+    "split_trajectories",
+    "weight_sync",
+]

@@ -1,0 +1,155 @@
+"""Collector throughput against its limit, measured in the same run.
+
+1. Random policy, ``GymEnv("CartPole-v1", num_envs=8)``: limit = the plain gymnasium loop
+   with random actions (target >= 0.8).
+2. A ``TensorDictModule`` MLP policy (4-64-64-2, greedy action): limit = the plain loop
+   calling the same network on the observations (target >= 0.75).
+3. The numpy-vectorised CartPole with 4096 envs and the MLP (target >= 0.7).
+4. ``MultiSyncCollector`` / ``MultiAsyncCollector`` with 2 workers vs ``Collector`` on an
+   env whose step burns ~0.5 ms of CPU (target >= 1.6x on 2 cores).
+
+Run: ``uv run --no-sync python benchmarks/bench_collectors.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from typing import Any
+
+import gymnasium as gym
+import torch
+from tensordict.nn import TensorDictModule
+
+SAME_STEP = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+SPIN_S = 0.0005
+
+
+class ActorNet(torch.nn.Module):
+    """4-64-64-2 MLP returning the greedy action."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2)
+        )
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.mlp(obs).argmax(-1)
+
+
+class SpinWrapper(gym.Wrapper):
+    """Burn ~0.5 ms of CPU per step (a stand-in for an expensive simulator)."""
+
+    def step(self, action: Any) -> Any:
+        end = time.perf_counter() + SPIN_S
+        while time.perf_counter() < end:
+            pass
+        return self.env.step(action)
+
+
+def _spin_cartpole() -> gym.Env:
+    return SpinWrapper(gym.make("CartPole-v1"))
+
+
+def make_slow_env() -> Any:
+    """Two CartPoles whose steps cost ~0.5 ms each (importable by spawned workers)."""
+    from rl_envs import GymWrapper
+
+    venv = gym.vector.SyncVectorEnv([_spin_cartpole] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, copy=False)
+    return GymWrapper(venv)
+
+
+def _rate(frames: int, seconds: float) -> float:
+    return frames / seconds
+
+
+def plain_loop(num_envs: int, steps: int, net: torch.nn.Module | None, mode: str = "sync") -> float:
+    kwargs = {"vector_kwargs": SAME_STEP} if mode == "sync" else {}
+    env = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode, **kwargs)
+    obs, _ = env.reset(seed=0)
+    start = time.perf_counter()
+    with torch.no_grad():
+        for _ in range(steps):
+            action = env.action_space.sample() if net is None else net(torch.from_numpy(obs)).numpy()
+            obs, *_ = env.step(action)
+    rate = _rate(steps * num_envs, time.perf_counter() - start)
+    env.close()
+    return rate
+
+
+def collector_rate(env: Any, policy: Any, steps_per_batch: int, batches: int) -> float:
+    from rl_collectors import Collector
+
+    n = env.batch_size.numel()
+    collector = Collector(env, policy, frames_per_batch=n * steps_per_batch, total_frames=n * steps_per_batch * (batches + 1))
+    it = iter(collector)
+    next(it)  # warm-up batch
+    start = time.perf_counter()
+    frames = sum(batch.numel() for batch in it)
+    rate = _rate(frames, time.perf_counter() - start)
+    collector.shutdown()
+    return rate
+
+
+def _row(figure: str, value: float, limit: float, unit: str = "frames/s") -> dict:
+    return {"figure": figure, "value": value, "unit": unit, "limit": limit, "ratio": value / limit}
+
+
+def bench_single(steps: int = 4000) -> list[dict]:
+    from rl_envs import GymEnv
+
+    policy = TensorDictModule(ActorNet(), in_keys=["observation"], out_keys=["action"])
+    rows = []
+    limit = plain_loop(8, steps, None)
+    ours = collector_rate(GymEnv("CartPole-v1", num_envs=8), None, 200, steps // 200)
+    rows.append(_row("Collector random policy, CartPole x8: ours/plain loop (target >= 0.8)", ours, limit))
+    limit = plain_loop(8, steps, policy.module)
+    ours = collector_rate(GymEnv("CartPole-v1", num_envs=8), policy, 200, steps // 200)
+    rows.append(_row("Collector MLP policy, CartPole x8: ours/plain loop (target >= 0.75)", ours, limit))
+    big = steps // 20
+    limit = plain_loop(4096, big, policy.module, mode="vector_entry_point")
+    env = GymEnv("CartPole-v1", num_envs=4096, vectorization_mode="vector_entry_point")
+    ours = collector_rate(env, policy, 20, big // 20)
+    rows.append(_row("Collector MLP policy, numpy CartPole x4096: ours/plain loop (target >= 0.7)", ours, limit))
+    return rows
+
+
+def _multi_rate(cls: Any, make_env: Any, frames_per_batch: int, batches: int) -> float:
+    collector = cls([make_env] * 2, frames_per_batch=frames_per_batch, total_frames=-1, start_timeout=600.0)
+    it = iter(collector)
+    next(it)
+    start = time.perf_counter()
+    frames = sum(next(it).numel() for _ in range(batches))
+    rate = _rate(frames, time.perf_counter() - start)
+    collector.shutdown()
+    return rate
+
+
+def bench_multi(frames_per_batch: int = 200, batches: int = 10) -> list[dict]:
+    from rl_collectors import MultiAsyncCollector, MultiSyncCollector
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    make_env = importlib.import_module("bench_collectors").make_slow_env  # picklable by name
+    single = collector_rate(make_env(), None, frames_per_batch // 2, batches)
+    sync = _multi_rate(MultiSyncCollector, make_env, frames_per_batch, batches)
+    asyn = _multi_rate(MultiAsyncCollector, make_env, frames_per_batch, 2 * batches)
+    return [
+        _row("MultiSyncCollector 2 workers, 0.5 ms env: ours/Collector (target >= 1.6)", sync, single),
+        _row("MultiAsyncCollector 2 workers, 0.5 ms env: ours/Collector (target >= 1.6)", asyn, single),
+    ]
+
+
+def run() -> list[dict]:
+    """All figures of this file (see the module docstring)."""
+    return bench_single() + bench_multi()
+
+
+if __name__ == "__main__":
+    print(f"{'figure':<84} {'value':>12} {'limit':>12} {'ratio':>7}")
+    for row in run():
+        print(f"{row['figure']:<84} {row['value']:>12.0f} {row['limit']:>12.0f} {row['ratio']:>7.2f}")

@@ -1,0 +1,321 @@
+"""``Collector``: one batched env, one policy, a preallocated ``[*B, T]`` batch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from rl_profiling import profiled, record
+from tensordict import TensorDictBase
+
+from rl_collectors._keys import DONE, NEXT, POLICY_VERSION, TRAJ_IDS
+from rl_collectors._layout import alloc_buffer, build_plans, make_pin, nested
+from rl_collectors._options import CollectorOptions
+from rl_collectors._policy import exploration_context, find_outputs, prepare_policy
+from rl_collectors._profiling import ProfilingMixin
+from rl_collectors._strategies import DevicePolicyActor, PolicyActor, TrajectoryLimit
+from rl_collectors._traj import TrajCounter, split_trajectories
+from rl_collectors.exceptions import CollectorClosedError
+from rl_collectors.weight_sync import VanillaWeightUpdater, WeightUpdaterBase
+
+__all__ = ["Collector"]
+
+
+class Collector(ProfilingMixin):
+    """Collect ``[*env.batch_size, T]`` batches from one batched env with one policy.
+
+    Iterate over it to get batches until ``total_frames`` frames were collected (exactly:
+    the last batch is shorter if needed), or call :meth:`rollout` for one batch. Batches
+    follow the rollout layout (root: state at t, policy outputs; ``"next"``: what the
+    step produced) plus ``("collector", "traj_ids")`` and ``("collector",
+    "policy_version")``. Time is the last batch dim.
+
+    The loop writes each step into a batch preallocated once (no TensorDict built per
+    step) and hands out a copy at the end; see ``docs/internals/collector.md``.
+
+    Args:
+        create_env_fn: an env (``rl_envs.EnvBase``) or a callable returning one.
+        policy: a callable ``td -> td`` writing the action key (a
+            ``tensordict.nn.TensorDictModule``), a plain ``nn.Module`` (wrapped to read the
+            observation and write the action), or ``None`` for ``rl_envs.RandomPolicy``.
+        frames_per_batch: frames per batch (sub-envs x steps); a multiple of the number
+            of sub-envs.
+        total_frames: frames to collect in total, ``-1`` for an endless iterator.
+        **options: the rest of :class:`~rl_collectors.CollectorOptions` (keyword-only):
+            ``max_frames_per_traj``, ``init_random_frames``, ``reset_at_each_iter``,
+            ``split_trajs``, ``exploration_type``, ``reset_when_done``, ``env_device``,
+            ``policy_device``, ``storing_device``, ``postproc``, ``replay_buffer``,
+            ``post_collect_hook``, ``weight_updater``.
+
+    Raises:
+        ValueError: an argument is out of range (the message names it).
+        CollectorError: the policy does not write the action key, or fails on the first
+            input.
+
+    Examples:
+        >>> from rl_envs import GymEnv
+        >>> collector = Collector(lambda: GymEnv("CartPole-v1", num_envs=2),
+        ...                       frames_per_batch=8, total_frames=16)
+        >>> for batch in collector:
+        ...     print(batch.batch_size)
+        torch.Size([2, 4])
+        torch.Size([2, 4])
+        >>> sorted(batch["collector"].keys())
+        ['policy_version', 'traj_ids']
+        >>> collector.shutdown()
+    """
+
+    def __init__(
+        self,
+        create_env_fn: Any,
+        policy: Any = None,
+        *,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        **options: Any,
+    ) -> None:
+        self.env = create_env_fn() if callable(create_env_fn) and not hasattr(create_env_fn, "_fast_step") else create_env_fn
+        self.options = opts = CollectorOptions(**options)
+        num_rows = self.env.batch_size.numel()
+        opts.check_frames(frames_per_batch, total_frames, num_rows)
+        self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
+        self.steps = frames_per_batch // num_rows
+        self.env_device = torch.device(opts.env_device) if opts.env_device is not None else self.env.device
+        self.policy_device = torch.device(opts.policy_device) if opts.policy_device is not None else self.env_device
+        self.storing_device = torch.device(opts.storing_device) if opts.storing_device is not None else self.env_device
+        self._source_policy = policy
+        self.policy = prepare_policy(policy, self.env, self.policy_device)
+        self._random_policy = prepare_policy(None, self.env, None)
+        self.weight_updater: WeightUpdaterBase = opts.weight_updater or VanillaWeightUpdater(self.policy, source=policy)
+        self._build(shared=False)
+        self.frames = 0
+        self.iterations = 0
+        self.policy_version = 0
+        self._traj = TrajCounter(num_rows)
+        self._needs_reset = True
+        self._closed = False
+        self._init_profiling(worker_idx=0)
+
+    # -- construction ------------------------------------------------------------------
+    def _build(self, shared: bool) -> None:
+        """Probe the policy, allocate the batch and the per-step plans, pick the strategies."""
+        env_root, env_next = self.env._buffers()
+        self._env_bufs = (env_root, env_next)
+        probe = make_pin(env_root.clone())
+        if self.policy_device != self.env_device:
+            probe = probe.to(self.policy_device)
+        self.out_keys = find_outputs(self.policy, probe, self.env.action_keys, self.options.interaction)
+        outputs = probe.select(*self.out_keys).to(self.env_device)
+        carried = {k[1:]: outputs.get(k) for k in self.out_keys if k[0] == NEXT and len(k) > 1}
+        self.pin = make_pin(env_root)
+        for key, value in carried.items():
+            if key not in self.pin.keys(True, True):
+                self.pin.set(key, torch.zeros_like(value))
+        for key in self.out_keys:
+            self.pin.set(key, outputs.get(key).clone())
+        self._carry = [((NEXT, *k), self.pin.get(k)) for k in carried]
+        template = self.pin.exclude(*[k for k in self.out_keys if k[0] == NEXT])
+        next_template = env_next.clone()
+        for key in self.out_keys:
+            if key[0] == NEXT:
+                next_template.set(key[1:], outputs.get(key))
+        self.buffer = alloc_buffer(template, next_template, self.steps, self.storing_device)
+        self._plan(shared)
+
+    def _plan(self, shared: bool) -> None:
+        """Build the per-step plans (numpy views of the batch) and pick the strategies.
+
+        ``share_memory_()`` moves storage, so it must happen before any view is taken.
+        """
+        if shared and not self.buffer.is_shared():
+            self.buffer.share_memory_()
+        root_flags = [nested(k) for k in self.env.done_keys]
+        self._plans = build_plans(self.buffer, self.pin, self._env_bufs[1], self.out_keys, root_flags)
+        self._choose_strategies()
+
+    def _choose_strategies(self) -> None:
+        opts = self.options
+        if self.policy_device != self.env_device:
+            self._policy_actor: Any = DevicePolicyActor(self.policy, self.pin, self.out_keys, self.policy_device)
+        else:
+            self._policy_actor = PolicyActor(self.policy)
+        self._random_actor = PolicyActor(self._random_policy)
+        self._after_step: list[Callable[[int], None]] = []
+        self._limit = None
+        if opts.max_frames_per_traj is not None:
+            self._limit = TrajectoryLimit(self.env, self.buffer, opts.max_frames_per_traj)
+            self._after_step.append(self._limit)
+        if len(self.env.action_keys) == 1:
+            key = nested(self.env.action_key)
+            self._action = lambda pin: pin.get(key)
+        else:
+            self._action = lambda pin: pin
+
+    # -- the rollout loop ----------------------------------------------------------------
+    def _run(self, steps: int, actor: Any) -> None:
+        """Run ``steps`` steps, writing step ``t`` into ``buffer[..., t]``."""
+        pin, step, action = self.pin, self.env._fast_step, self._action
+        carry, after, clock = self._carry, self._after_step, time.perf_counter
+        t_policy = t_env = t_store = 0.0
+        for t, plan in enumerate(self._plans[:steps]):
+            t0 = clock()
+            with record("Collector.policy"):
+                actor(pin)
+            t1 = clock()
+            for dst, src in plan.root:
+                dst[...] = src
+            for key, dst in plan.outs:
+                dst.copy_(pin.get(key))
+            for key, dst in carry:
+                dst.copy_(pin.get(key))
+            t2 = clock()
+            with record("EnvBase.step_and_maybe_reset"):  # the fast path: step + reset finished
+                step(action(pin))
+            t3 = clock()
+            for dst, src in plan.next:
+                dst[...] = src
+            for hook in after:
+                hook(t)
+            t_policy += t1 - t0
+            t_env += t3 - t2
+            t_store += t2 - t1 + clock() - t3
+        self._credit_steps(t_policy, t_env, t_store, steps)
+
+    @profiled("Collector.rollout")
+    def _collect(self, steps: int) -> TensorDictBase:
+        """Fill ``buffer[..., :steps]`` (no copy) and return that view."""
+        if self._closed:
+            raise CollectorClosedError("Collector: rollout() after shutdown()")
+        new_start = self._start_batch()
+        random = self.frames < self.options.init_random_frames
+        with self._hook(), self.timing.add_time("rollout"), torch.no_grad(), exploration_context(self.options.interaction):
+            self._run(steps, self._random_actor if random else self._policy_actor)
+        view = self.buffer[..., :steps] if steps < self.steps else self.buffer
+        rows = self._traj.num_rows
+        done = view.get((NEXT, DONE)).reshape(rows, steps)
+        view.get(TRAJ_IDS).copy_(self._traj.assign(done, new_start=new_start).reshape(view.batch_size))
+        view.get(POLICY_VERSION).fill_(self.policy_version)
+        self.frames += view.numel()
+        self.iterations += 1
+        return view
+
+    def _start_batch(self) -> bool:
+        """Reset the env when needed; returns whether every sub-env starts a trajectory."""
+        root, nxt = self.env._buffers()
+        if root is not self._env_bufs[0] or nxt is not self._env_bufs[1]:
+            self._build(shared=self.buffer.is_shared())  # the env rebuilt its buffers
+        if not (self._needs_reset or self.options.reset_at_each_iter):
+            return False
+        self.env._fast_reset(None)
+        if self._limit is not None:
+            self._limit.reset()
+        self._needs_reset = False
+        return True
+
+    def rollout(self) -> TensorDictBase:
+        """Collect one batch of ``frames_per_batch`` frames and return it (a new TensorDict)."""
+        return self._collect(self.steps).clone()
+
+    def _next_steps(self) -> int:
+        if self.total_frames < 0:
+            return self.steps
+        return min(self.steps, (self.total_frames - self.frames) // self._traj.num_rows)
+
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        while self.total_frames < 0 or self.frames < self.total_frames:
+            view = self._collect(self._next_steps())
+            opts = self.options
+            # a replay buffer copies what it stores: hand it the view unless postproc may edit it
+            no_copy = opts.replay_buffer is not None and opts.postproc is None
+            yield self._deliver(view if no_copy else view.clone())
+
+    def _deliver(self, batch: TensorDictBase) -> TensorDictBase | None:
+        """Apply ``split_trajs``, ``postproc``, ``post_collect_hook`` and ``replay_buffer``."""
+        opts = self.options
+        if opts.split_trajs:
+            batch = split_trajectories(batch)
+        if opts.postproc is not None:
+            batch = opts.postproc(batch)
+        if opts.post_collect_hook is not None:
+            opts.post_collect_hook(batch)
+        if opts.replay_buffer is None:
+            return batch
+        opts.replay_buffer.extend(batch)
+        return None
+
+    # -- weights, seeds, state -----------------------------------------------------------
+    @profiled("Collector.update_policy_weights_")
+    def update_policy_weights_(self, policy_or_weights: Any = None) -> int:
+        """Copy new weights into the collector's policy (in place) and bump the version.
+
+        Args:
+            policy_or_weights: an ``nn.Module`` or a TensorDict of weights; ``None`` reads
+                the policy given at construction (a no-op copy when the collector uses
+                that very module).
+
+        Returns:
+            The new policy version.
+        """
+        self.policy_version = self.weight_updater.push(policy_or_weights)
+        return self.policy_version
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int | None:
+        """Seed the env (and random actions); the next batch starts with a reset.
+
+        Returns:
+            The env's ``set_seed`` output: the seed to give the next env.
+        """
+        torch.manual_seed(seed)
+        self._needs_reset = True
+        return self.env.set_seed(seed, static_seed=static_seed)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Policy weights, env state (when it has one), frame and trajectory counters."""
+        state: dict[str, Any] = {
+            "frames": self.frames,
+            "iter": self.iterations,
+            "policy_version": self.policy_version,
+            "traj": self._traj.state_dict(),
+        }
+        if isinstance(self.policy, torch.nn.Module):
+            state["policy_state_dict"] = self.policy.state_dict()
+        if hasattr(self.env, "state_dict"):
+            state["env_state_dict"] = self.env.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.frames, self.iterations = int(state["frames"]), int(state["iter"])
+        self.policy_version = int(state["policy_version"])
+        self._traj.load_state_dict(state["traj"])
+        if "policy_state_dict" in state:
+            self.policy.load_state_dict(state["policy_state_dict"])
+        if "env_state_dict" in state:
+            self.env.load_state_dict(state["env_state_dict"])
+
+    def reset(self) -> None:
+        """Reset every sub-env before the next batch (new trajectories start)."""
+        self._needs_reset = True
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Stop profiling and close the env; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop_profiling()
+        self.env.close()
+
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return (
+            f"Collector(env={self.env!r}, frames_per_batch={self.frames_per_batch}, "
+            f"total_frames={self.total_frames}, frames={self.frames})"
+        )

@@ -1,0 +1,123 @@
+"""The preallocated ``[*B, T]`` batch and the per-step copy plans built once from it.
+
+The env owns two buffers that its fast path rewrites in place on every step (``root``:
+the state the next step starts from; ``next``: what the step produced). The collector
+owns:
+
+- ``pin``: the policy input, a TensorDict whose env leaves *are* the env's root leaves
+  (no copy); the policy adds its outputs (``action``, ...) to it on every call;
+- ``buffer``: the batch, ``[*B, T]`` (time last), allocated once;
+- ``plans[t]``: for each step ``t``, the (destination, source) pairs to copy: env root
+  leaves and policy outputs into ``buffer[..., t]`` before the step, env next leaves into
+  ``buffer["next"][..., t]`` after it. CPU pairs are numpy views (a numpy slice
+  assignment costs a fraction of ``Tensor.copy_``); other devices use torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_collectors._keys import NEXT, POLICY_VERSION, TRAJ_IDS
+
+__all__ = ["StepPlan", "alloc_buffer", "build_plans", "leaf_keys", "make_pin", "nested"]
+
+
+def nested(key: Any) -> tuple:
+    """A key as a tuple (``"a"`` -> ``("a",)``)."""
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+def leaf_keys(td: TensorDictBase) -> list[tuple]:
+    """Every leaf key of ``td`` as a tuple."""
+    return [nested(k) for k in td.keys(True, True)]
+
+
+def _pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:
+    """``(dst, src)`` for ``dst[...] = src``: numpy views when both are on the CPU (a numpy
+    slice assignment costs a fraction of ``Tensor.copy_``), else the tensors."""
+    if dst.device.type == "cpu" and src.device.type == "cpu":
+        return dst.numpy(), src.detach().numpy()
+    return dst, src
+
+
+def make_pin(env_root: TensorDictBase, extra: TensorDictBase | None = None) -> TensorDictBase:
+    """The policy input: the env's root leaves (shared, not copied) plus ``extra`` leaves."""
+    pin = TensorDict(batch_size=env_root.batch_size, device=env_root.device)
+    for key in leaf_keys(env_root):
+        pin.set(key, env_root.get(key))
+    if extra is not None:
+        for key in leaf_keys(extra):
+            if key not in pin.keys(True, True):
+                pin.set(key, extra.get(key))
+    return pin
+
+
+def alloc_buffer(
+    root: TensorDictBase, nxt: TensorDictBase, steps: int, device: torch.device
+) -> TensorDictBase:
+    """Allocate the ``[*B, steps]`` batch: ``root`` leaves, ``next`` leaves, collector keys.
+
+    ``root`` must not hold a ``"next"`` entry (pass the next leaves as ``nxt``).
+    """
+    nb = root.batch_dims
+
+    def alloc(x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros((*x.shape[:nb], steps, *x.shape[nb:]), dtype=x.dtype, device=device)
+
+    batch = (*root.batch_size, steps)
+    buf = root.apply(alloc, batch_size=batch, device=device)
+    buf.set(NEXT, nxt.apply(alloc, batch_size=batch, device=device))
+    buf.set(TRAJ_IDS, torch.zeros(batch, dtype=torch.int64, device=device))
+    buf.set(POLICY_VERSION, torch.zeros(batch, dtype=torch.int64, device=device))
+    return buf
+
+
+@dataclass
+class StepPlan:
+    """What to copy for step ``t``; every list is built once.
+
+    Attributes:
+        root: ``(dst, src)`` array pairs: env root leaves -> ``buffer[..., t]``.
+        outs: ``(key, dst)``: policy outputs (read from ``pin`` by key, since a module
+            writes a new tensor on each call) -> ``buffer[..., t]``.
+        next: ``(dst, src)`` array pairs: env next leaves -> ``buffer["next"][..., t]``.
+    """
+
+    root: list[tuple[Any, Any]] = field(default_factory=list)
+    outs: list[tuple[tuple, torch.Tensor]] = field(default_factory=list)
+    next: list[tuple[Any, Any]] = field(default_factory=list)
+
+
+def build_plans(
+    buffer: TensorDictBase,
+    pin: TensorDictBase,
+    env_next: TensorDictBase,
+    out_keys: list[tuple],
+    constant_keys: list[tuple] = (),
+) -> list[StepPlan]:
+    """One :class:`StepPlan` per time step of ``buffer`` (time is batch dim ``nb``).
+
+    ``pin`` leaves that are not policy outputs keep their identity (env root leaves and
+    carried recurrent state), so they are copied from fixed sources. ``constant_keys``
+    are root leaves the fast path never changes from their zero value (the root done
+    flags: a fast step writes only observations and state into the root, a fast reset
+    sets the flags to ``False``): they stay as allocated and are not copied.
+    """
+    nb = pin.batch_dims
+    steps = buffer.batch_size[nb]
+    root_keys = [k for k in leaf_keys(pin) if k not in out_keys and k not in constant_keys]
+    next_keys = leaf_keys(env_next)
+    pre = (slice(None),) * nb
+    plans = []
+    for t in range(steps):
+        idx = (*pre, t)
+        plan = StepPlan()
+        plan.root = [_pair(buffer.get(k)[idx], pin.get(k)) for k in root_keys]
+        plan.outs = [(k, buffer.get(k)[idx]) for k in out_keys]
+        plan.next = [_pair(buffer.get((NEXT, *k))[idx], env_next.get(k)) for k in next_keys]
+        plans.append(plan)
+    return plans

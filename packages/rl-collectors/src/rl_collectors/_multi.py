@@ -1,0 +1,330 @@
+"""Multi-process collectors: ``MultiCollector(sync=...)``, ``MultiSyncCollector``,
+``MultiAsyncCollector`` and ``AsyncCollector``.
+
+Each worker runs a :class:`~rl_collectors.Collector` in a spawned process (see
+``_worker.py``) and writes its batches into shared memory; the pipes carry only small
+commands. Sync and async differ only in the schedule object (``_schedules.py``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from rl_profiling import ProfileConfig, Timing
+from tensordict import TensorDictBase
+
+from rl_collectors._options import CollectorOptions
+from rl_collectors._profiling import make_profile_config
+from rl_collectors._schedules import AsyncSchedule, SyncSchedule
+from rl_collectors._worker import InProcessWorker, ProcessWorker, WorkerSpec
+from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
+from rl_collectors.weight_sync import MultiProcessedWeightUpdater, weights_of
+
+__all__ = ["AsyncCollector", "MultiAsyncCollector", "MultiCollector", "MultiSyncCollector"]
+
+_MAIN_SIDE = ("postproc", "replay_buffer", "post_collect_hook", "split_trajs", "weight_updater")
+
+
+def _close_workers(workers: list[Any]) -> None:
+    """Finalizer: close every worker (bounded); safe to call twice."""
+    while workers:
+        workers.pop().close()
+
+
+class MultiCollector:
+    """Run one :class:`~rl_collectors.Collector` per env constructor in worker processes.
+
+    ``sync=True``: each batch holds ``frames_per_batch`` frames split evenly over the
+    workers, stacked ``[num_workers, *env.batch_size, T]``. ``sync=False``: each batch
+    is one worker's ``[*env.batch_size, T]`` batch of ``frames_per_batch`` frames, the
+    first ready, tagged with the policy version that produced it
+    (``("collector", "policy_version")``); workers keep collecting meanwhile.
+
+    Args:
+        create_env_fns: one env constructor (a picklable callable) per worker.
+        policy: as for ``Collector``; pickled to each worker. Weights go through shared
+            memory (:class:`~rl_collectors.weight_sync.MultiProcessedWeightUpdater`).
+        frames_per_batch: frames per yielded batch.
+        total_frames: frames in total (exact), ``-1`` for no limit.
+        sync: synchronous (``True``) or asynchronous schedule.
+        update_at_each_batch: push the policy's weights before each batch.
+        in_process: run the workers in this process, one after the other (debugging:
+            pdb, cProfile); same code path, no processes.
+        timeout: seconds a batch or reply may take before the worker is declared hung.
+        start_timeout: seconds a worker may take to start (spawn, imports, env).
+        num_threads: ``torch.set_num_threads`` in each worker (``None``: leave it).
+        **options: the :class:`~rl_collectors.CollectorOptions`; ``postproc``,
+            ``replay_buffer``, ``post_collect_hook`` and ``split_trajs`` run here, the
+            rest in the workers.
+
+    Raises:
+        ValueError: a bad argument (e.g. frames not divisible by workers x sub-envs).
+        WorkerError: a worker failed to start (its index and traceback are in the message).
+
+    Examples:
+        >>> from functools import partial
+        >>> from rl_envs import GymEnv
+        >>> make_env = partial(GymEnv, "CartPole-v1", num_envs=2)
+        >>> with MultiCollector([make_env] * 2, frames_per_batch=8, total_frames=16,
+        ...                     sync=True, in_process=True) as collector:
+        ...     shapes = [batch.batch_size for batch in collector]
+        >>> shapes
+        [torch.Size([2, 2, 2]), torch.Size([2, 2, 2])]
+    """
+
+    def __init__(
+        self,
+        create_env_fns: Sequence[Any],
+        policy: Any = None,
+        *,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        sync: bool = True,
+        update_at_each_batch: bool = False,
+        in_process: bool = False,
+        timeout: float = 300.0,
+        start_timeout: float = 120.0,
+        num_threads: int | None = 1,
+        **options: Any,
+    ) -> None:
+        fns = list(create_env_fns) if isinstance(create_env_fns, Sequence) else None
+        if not fns:
+            raise ValueError(f"create_env_fns: expected a non-empty list of env constructors, got {create_env_fns!r}")
+        self.options = CollectorOptions(**options)
+        CollectorOptions.check_frames(frames_per_batch, total_frames, len(fns) if sync else 1)
+        self.num_workers, self.sync = len(fns), bool(sync)
+        self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
+        self.update_at_each_batch, self.timeout = update_at_each_batch, timeout
+        self.policy = policy
+        self.frames = 0
+        self.timing = Timing("Collector main process")
+        self._closed = False
+        self._workers: list[Any] = []
+        self._finalizer = weakref.finalize(self, _close_workers, self._workers)
+        self.weight_updater = self._make_updater(policy)
+        worker_opts = {k: v for k, v in options.items() if k not in _MAIN_SIDE}
+        per_worker = frames_per_batch // self.num_workers if self.sync else frames_per_batch
+        try:
+            self._start(fns, policy, per_worker, worker_opts, in_process, num_threads, start_timeout)
+            self._schedule = (SyncSchedule if self.sync else AsyncSchedule)(self)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _make_updater(self, policy: Any) -> MultiProcessedWeightUpdater | None:
+        if isinstance(policy, torch.nn.Module) and weights_of(policy) is not None:
+            return MultiProcessedWeightUpdater(policy)
+        return None
+
+    def _start(self, fns: list, policy: Any, per_worker: int, opts: dict, in_process: bool, threads: Any, timeout: float) -> None:
+        weights = None
+        if self.weight_updater is not None:
+            weights = (self.weight_updater.shared, self.weight_updater.sequence)
+        ctx = mp.get_context("spawn")
+        for idx, fn in enumerate(fns):
+            spec = WorkerSpec(fn, policy, per_worker, opts, idx, self.num_workers, weights, threads)
+            self._workers.append(InProcessWorker(spec) if in_process else ProcessWorker(spec, ctx))
+        for worker in self._workers:
+            worker.wait_ready(timeout)
+        rows = {w.num_rows for w in self._workers}
+        if len(rows) != 1:
+            raise ValueError(f"create_env_fns: every env must have the same number of sub-envs, got {sorted(rows)}")
+        self.num_rows = rows.pop()
+        per_batch = self.num_rows * (self.num_workers if self.sync else 1)
+        CollectorOptions.check_frames(self.frames_per_batch, self.total_frames, per_batch)
+
+    # -- iteration ---------------------------------------------------------------------
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        self._check_open()
+        try:
+            for batch in self._schedule.batches():
+                self.frames += batch.numel()
+                yield self._deliver(batch)
+                if self.update_at_each_batch:
+                    self.update_policy_weights_()
+        except WorkerError:
+            self.shutdown()
+            raise
+
+    def _deliver(self, batch: TensorDictBase) -> TensorDictBase | None:
+        from rl_collectors._traj import split_trajectories
+
+        opts = self.options
+        if opts.split_trajs:
+            batch = split_trajectories(batch)
+        if opts.postproc is not None:
+            batch = opts.postproc(batch)
+        if opts.post_collect_hook is not None:
+            opts.post_collect_hook(batch)
+        if opts.replay_buffer is None:
+            return batch
+        opts.replay_buffer.extend(batch)
+        return None
+
+    def remaining_frames(self) -> int | None:
+        """Frames still to collect, ``None`` for an endless collector."""
+        return None if self.total_frames < 0 else self.total_frames - self.frames
+
+    # -- commands to every worker ----------------------------------------------------------
+    def _broadcast(self, cmd: str, payloads: Sequence[Any], workers: Sequence[int] | None = None) -> list[Any]:
+        """Send one command to the selected workers and gather their replies, in order."""
+        self._check_open()
+        selected = [self._workers[i] for i in (range(self.num_workers) if workers is None else workers)]
+        try:
+            for worker, payload in zip(selected, payloads, strict=True):
+                worker.send(cmd, payload)
+            return [worker.recv_reply(self.timeout) for worker in selected]
+        except WorkerError:
+            self.shutdown()
+            raise
+
+    def map_fn(self, name: Any, list_of_args: Sequence[Any]) -> list[Any]:
+        """Call a function in every worker; worker ``i`` gets ``list_of_args[i]``.
+
+        Args:
+            name: a Collector method name (``"set_seed"``), a dotted path
+                (``"rl_profiling.set_profiling_enabled"``) or a picklable callable.
+            list_of_args: one entry per worker: a tuple of positional arguments (a
+                non-tuple value is passed as the single argument).
+
+        Returns:
+            The workers' return values, in worker order.
+        """
+        if len(list_of_args) != self.num_workers:
+            raise ValueError(f"map_fn: expected {self.num_workers} argument entries (one per worker), got {len(list_of_args)}")
+        args = [a if isinstance(a, tuple) else (a,) for a in list_of_args]
+        return self._broadcast("map_fn", [(name, a) for a in args])
+
+    def update_policy_weights_(self, policy_or_weights: Any = None) -> int:
+        """Write new weights into the shared copy the workers read before each batch.
+
+        Returns:
+            The new policy version (batches collected with it carry it).
+        """
+        self._check_open()
+        if self.weight_updater is None:
+            raise CollectorError("update_policy_weights_: the policy has no weights to share")
+        return self.weight_updater.push(policy_or_weights)
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int | None:
+        """Seed worker ``i``'s env with the seed returned by worker ``i - 1``."""
+        for i in range(self.num_workers):
+            seed = self._broadcast("set_seed", [(seed, static_seed)], [i])[0]
+        return seed
+
+    def state_dict(self) -> dict[str, Any]:
+        """Frames collected and every worker's Collector state (``worker{i}``)."""
+        states = self._broadcast("state_dict", [None] * self.num_workers)
+        return {"frames": self.frames, **{f"worker{i}": s for i, s in enumerate(states)}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.frames = int(state["frames"])
+        self._broadcast("load_state_dict", [state[f"worker{i}"] for i in range(self.num_workers)])
+
+    # -- profiling ---------------------------------------------------------------------------
+    def enable_profile(self, workers: list[int] | None = [0], *, config: ProfileConfig | None = None, **fields: Any) -> None:  # noqa: B006
+        """Install an ``rl_profiling.ProfilerHook`` in the selected workers.
+
+        Takes the ``ProfileConfig`` fields as keywords (``num_rollouts``,
+        ``warmup_rollouts``, ``save_path="traces/worker_{worker_idx}.json"``, ...) or a
+        ``config``. Named ranges appear only when the workers were started with
+        ``RL_PROFILING=1`` in the environment.
+        """
+        cfg = make_profile_config(config, workers=None if config is not None else workers, **fields)
+        self._profiled = [i for i in range(self.num_workers) if cfg.profiles(i)]
+        self._broadcast("enable_profile", [cfg] * len(self._profiled), self._profiled)
+
+    def disable_profile(self) -> list[str | None]:
+        """Stop profiling in the profiled workers; returns the trace paths written."""
+        selected = getattr(self, "_profiled", [])
+        self._profiled = []
+        return self._broadcast("disable_profile", [None] * len(selected), selected)
+
+    def worker_timings(self) -> list[Timing]:
+        """Each worker's ``Timing`` (rollout, policy, env_step, storage)."""
+        return self._broadcast("timing", [None] * self.num_workers)
+
+    def timing_report(self) -> str:
+        """Two trees: the workers' Timing merged (summed over workers) and the main process's."""
+        merged = Timing.merge(*self.worker_timings())
+        merged.name = f"Collector workers (sum over {self.num_workers})"
+        return merged.report() + "\n" + self.timing.report()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CollectorClosedError(f"{type(self).__name__}: used after shutdown()")
+
+    def shutdown(self) -> None:
+        """Stop every worker (close, then terminate, then kill; bounded); idempotent."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> MultiCollector:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_workers={self.num_workers}, sync={self.sync}, "
+            f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames})"
+        )
+
+
+class MultiSyncCollector(MultiCollector):
+    """:class:`MultiCollector` with ``sync=True``: batches ``[num_workers, *B, T]``.
+
+    Examples:
+        >>> from functools import partial
+        >>> from rl_envs import GymEnv
+        >>> make_env = partial(GymEnv, "CartPole-v1", num_envs=2)
+        >>> collector = MultiSyncCollector([make_env] * 2, frames_per_batch=8,
+        ...                                total_frames=8, in_process=True)
+        >>> next(iter(collector)).batch_size
+        torch.Size([2, 2, 2])
+        >>> collector.shutdown()
+    """
+
+    def __init__(self, create_env_fns: Sequence[Any], policy: Any = None, **kwargs: Any) -> None:
+        super().__init__(create_env_fns, policy, sync=True, **kwargs)
+
+
+class MultiAsyncCollector(MultiCollector):
+    """:class:`MultiCollector` with ``sync=False``: the first ready worker batch.
+
+    Examples:
+        >>> from functools import partial
+        >>> from rl_envs import GymEnv
+        >>> make_env = partial(GymEnv, "CartPole-v1", num_envs=2)
+        >>> collector = MultiAsyncCollector([make_env] * 2, frames_per_batch=8,
+        ...                                 total_frames=8, in_process=True)
+        >>> next(iter(collector)).batch_size
+        torch.Size([2, 4])
+        >>> collector.shutdown()
+    """
+
+    def __init__(self, create_env_fns: Sequence[Any], policy: Any = None, **kwargs: Any) -> None:
+        super().__init__(create_env_fns, policy, sync=False, **kwargs)
+
+
+class AsyncCollector(MultiAsyncCollector):
+    """One Collector in a background process; batches tagged with the policy version.
+
+    Examples:
+        >>> from functools import partial
+        >>> from rl_envs import GymEnv
+        >>> collector = AsyncCollector(partial(GymEnv, "CartPole-v1", num_envs=2),
+        ...                            frames_per_batch=8, total_frames=8, in_process=True)
+        >>> next(iter(collector))["collector", "policy_version"].shape
+        torch.Size([2, 4])
+        >>> collector.shutdown()
+    """
+
+    def __init__(self, create_env_fn: Any, policy: Any = None, **kwargs: Any) -> None:
+        super().__init__([create_env_fn], policy, **kwargs)

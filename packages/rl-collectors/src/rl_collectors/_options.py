@@ -1,0 +1,106 @@
+"""``CollectorOptions``: the keyword options every collector accepts, validated once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tensordict.nn import InteractionType
+
+from rl_collectors._policy import resolve_interaction
+
+__all__ = ["CollectorOptions"]
+
+
+def _check_count(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}")
+
+
+@dataclass
+class CollectorOptions:
+    """Options of :class:`~rl_collectors.Collector` (and of each worker's Collector).
+
+    Attributes:
+        max_frames_per_traj: truncate (``("next", "truncated")`` set) and reset a sub-env
+            after this many steps; ``None`` for no limit.
+        init_random_frames: collect this many frames with ``RandomPolicy`` before the
+            policy is used (whole batches: a batch that starts below it is random).
+        reset_at_each_iter: reset every sub-env at the start of each batch.
+        split_trajs: yield ``split_trajectories(batch)`` instead of the ``[*B, T]`` batch.
+        exploration_type: the ``tensordict.nn.InteractionType`` (or its name) set while
+            the policy runs (``"random"``: sample; ``"deterministic"``/``"mode"``: greedy).
+        reset_when_done: finished sub-envs are reset by the env's fast path; only
+            ``True`` is supported.
+        env_device: device of the env's tensors (default: ``env.device``).
+        policy_device: where the policy runs (default: the env device); a module is
+            copied there and fed through preallocated buffers.
+        storing_device: where batches are stored (default: the env device).
+        postproc: ``batch -> batch`` applied to each batch before it is yielded.
+        replay_buffer: an object with ``extend(batch)``: batches are written into it and
+            iteration yields ``None``.
+        post_collect_hook: ``batch -> None`` called on each batch (after ``postproc``).
+        weight_updater: a :class:`~rl_collectors.weight_sync.WeightUpdaterBase`; default
+            :class:`~rl_collectors.weight_sync.VanillaWeightUpdater`.
+
+    Examples:
+        >>> CollectorOptions(init_random_frames=100).interaction
+        <InteractionType.RANDOM: 'random'>
+        >>> CollectorOptions(max_frames_per_traj=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: max_frames_per_traj: expected an int >= 1 or None, got 0
+    """
+
+    max_frames_per_traj: int | None = None
+    init_random_frames: int = 0
+    reset_at_each_iter: bool = False
+    split_trajs: bool = False
+    exploration_type: Any = InteractionType.RANDOM
+    reset_when_done: bool = True
+    env_device: Any = None
+    policy_device: Any = None
+    storing_device: Any = None
+    postproc: Callable[[Any], Any] | None = None
+    replay_buffer: Any = None
+    post_collect_hook: Callable[[Any], None] | None = None
+    weight_updater: Any = None
+
+    def __post_init__(self) -> None:
+        _check_count("max_frames_per_traj", self.max_frames_per_traj, 1, allow_none=True)
+        _check_count("init_random_frames", self.init_random_frames if self.init_random_frames is not None else 0, 0)
+        self.init_random_frames = self.init_random_frames or 0
+        self.interaction = resolve_interaction(self.exploration_type)
+        if self.reset_when_done is not True:
+            raise ValueError(
+                "reset_when_done: only True is supported (the env's fast path resets finished "
+                f"sub-envs in the step that finished them), got {self.reset_when_done!r}"
+            )
+        for name in ("postproc", "post_collect_hook"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise TypeError(f"{name}: expected a callable or None, got {type(value).__name__}")
+        if self.replay_buffer is not None and not hasattr(self.replay_buffer, "extend"):
+            raise TypeError(
+                f"replay_buffer: expected an object with extend(batch), got {type(self.replay_buffer).__name__}"
+            )
+
+    @staticmethod
+    def check_frames(frames_per_batch: Any, total_frames: Any, num_rows: int) -> None:
+        """Validate ``frames_per_batch``/``total_frames`` for ``num_rows`` sub-envs (x workers)."""
+        _check_count("frames_per_batch", frames_per_batch, 1)
+        if frames_per_batch % num_rows:
+            raise ValueError(
+                f"frames_per_batch: expected a multiple of the number of sub-envs ({num_rows}), "
+                f"got {frames_per_batch}"
+            )
+        if isinstance(total_frames, bool) or not isinstance(total_frames, int) or (total_frames < 1 and total_frames != -1):
+            raise ValueError(f"total_frames: expected an int >= 1, or -1 for no limit, got {total_frames!r}")
+        if total_frames > 0 and total_frames % num_rows:
+            raise ValueError(
+                f"total_frames: expected a multiple of the number of sub-envs ({num_rows}) so "
+                f"that it is honoured exactly, got {total_frames}"
+            )

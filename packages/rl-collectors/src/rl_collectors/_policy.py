@@ -1,0 +1,109 @@
+"""Policy preparation: defaults, wrapping, device placement and output discovery.
+
+Done once, at construction: the policy is called on a copy of the first policy input to
+learn which keys it writes (its outputs are then copied into the batch by key on every
+step), and to fail early, with a clear message, when it does not write the action.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import (
+    InteractionType,
+    TensorDictModule,
+    TensorDictModuleBase,
+    set_interaction_type,
+)
+
+from rl_collectors._layout import leaf_keys, nested
+from rl_collectors.exceptions import CollectorError
+
+__all__ = ["exploration_context", "find_outputs", "prepare_policy", "resolve_interaction"]
+
+
+def resolve_interaction(exploration_type: Any) -> InteractionType:
+    """Normalise ``exploration_type`` (an ``InteractionType`` or its name)."""
+    if isinstance(exploration_type, InteractionType):
+        return exploration_type
+    names = [m.value for m in InteractionType]
+    if isinstance(exploration_type, str) and exploration_type.lower() in names:
+        return InteractionType(exploration_type.lower())
+    raise ValueError(
+        f"exploration_type: expected a tensordict.nn.InteractionType or one of {names}, "
+        f"got {exploration_type!r}"
+    )
+
+
+def exploration_context(kind: InteractionType) -> Any:
+    """The context manager that sets the interaction (exploration) type."""
+    return set_interaction_type(kind)
+
+
+def prepare_policy(policy: Any, env: Any, policy_device: torch.device | None) -> Any:
+    """Return the callable the collector runs: ``RandomPolicy`` for ``None``, a
+    ``TensorDictModule`` around a plain ``nn.Module``, a copy moved to ``policy_device``."""
+    if policy is None:
+        from rl_envs import RandomPolicy
+
+        spec = env.full_action_spec if len(env.action_keys) > 1 else env.action_spec
+        return RandomPolicy(spec, env.action_key)
+    if isinstance(policy, torch.nn.Module) and not isinstance(policy, TensorDictModuleBase):
+        obs_keys = env.observation_spec.keys(True, True)
+        if len(obs_keys) != 1:
+            raise CollectorError(
+                f"policy: a plain nn.Module needs an env with exactly one observation key, "
+                f"got {obs_keys}; wrap it in a tensordict.nn.TensorDictModule"
+            )
+        policy = TensorDictModule(policy, in_keys=list(obs_keys), out_keys=[env.action_key])
+    if not callable(policy):
+        raise TypeError(f"policy: expected a callable td -> td or None, got {type(policy).__name__}")
+    if policy_device is not None and isinstance(policy, torch.nn.Module):
+        params = list(policy.parameters())
+        if params and params[0].device != policy_device:
+            policy = copy.deepcopy(policy).to(policy_device)
+    return policy
+
+
+def find_outputs(policy: Any, probe: TensorDictBase, action_keys: list[Any], kind: InteractionType) -> list[tuple]:
+    """Call ``policy`` once on ``probe`` and return the keys it wrote (new or replaced leaves).
+
+    Raises:
+        CollectorError: the policy raised, returned another object than its input, did
+            not write an action key, or overwrote an env key.
+    """
+    before = {k: probe.get(k) for k in leaf_keys(probe)}
+    try:
+        with torch.no_grad(), exploration_context(kind):
+            out = policy(probe)
+    except Exception as err:
+        raise CollectorError(
+            f"policy: calling it on the first input (keys {sorted(map(str, before))}) raised "
+            f"{type(err).__name__}: {err}"
+        ) from err
+    if out is not None and out is not probe:
+        raise CollectorError(
+            "policy: expected it to write its outputs into the input TensorDict and return "
+            f"it (TensorDictModule semantics), got a different {type(out).__name__}"
+        )
+    written = [k for k in leaf_keys(probe) if k not in before or probe.get(k) is not before[k]]
+    missing = [k for k in map(nested, action_keys) if k not in written]
+    if missing:
+        raise CollectorError(
+            f"policy: expected it to write the action key(s) {[_show(k) for k in missing]}, "
+            f"it wrote {[_show(k) for k in written]}"
+        )
+    clobbered = [k for k in written if k in before and k not in map(nested, action_keys)]
+    if clobbered:
+        raise CollectorError(
+            f"policy: it overwrites the env entries {[_show(k) for k in clobbered]}; a policy "
+            "may add keys but not replace what the env writes (use another out_key)"
+        )
+    return written
+
+
+def _show(key: tuple) -> Any:
+    return key[0] if len(key) == 1 else key

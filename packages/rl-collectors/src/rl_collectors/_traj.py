@@ -1,0 +1,141 @@
+"""Trajectory ids, assigned once per batch from the done flags, and ``split_trajectories``.
+
+Ids are computed vectorised at the end of a batch (no per-step work): a trajectory
+starts at ``t = 0`` of a batch when the env was reset or the previous batch ended on a
+done step, and after every done step. In a worker ``w`` of ``W``, the ``k``-th trajectory
+gets id ``k * W + w``, so ids are unique across workers without any communication.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_collectors._keys import DONE, MASK, NEXT, TRAJ_IDS
+
+__all__ = ["TrajCounter", "split_trajectories"]
+
+
+class TrajCounter:
+    """Hands out trajectory ids for the rows (sub-envs) of one collector.
+
+    Args:
+        num_rows: number of sub-envs (``env.batch_size.numel()``).
+        stride: ids are ``k * stride + offset`` (``stride`` = number of workers).
+        offset: this worker's index.
+
+    Examples:
+        >>> counter = TrajCounter(num_rows=2)
+        >>> done = torch.tensor([[False, True, False], [False, False, False]])
+        >>> counter.assign(done, new_start=True)
+        tensor([[0, 0, 1],
+                [2, 2, 2]])
+        >>> counter.assign(torch.zeros(2, 1, dtype=torch.bool))  # trajectories go on
+        tensor([[1],
+                [2]])
+    """
+
+    def __init__(self, num_rows: int, *, stride: int = 1, offset: int = 0) -> None:
+        if num_rows < 1 or stride < 1 or not 0 <= offset < stride:
+            raise ValueError(
+                f"TrajCounter: expected num_rows >= 1, stride >= 1 and 0 <= offset < stride, "
+                f"got num_rows={num_rows}, stride={stride}, offset={offset}"
+            )
+        self.num_rows, self.stride, self.offset = num_rows, stride, offset
+        self.next_local = 0
+        self.current = torch.zeros(num_rows, dtype=torch.int64)
+        self.pending = torch.ones(num_rows, dtype=torch.bool)  # first step starts a trajectory
+
+    def assign(self, done: torch.Tensor, *, new_start: bool = False) -> torch.Tensor:
+        """Return the ``[num_rows, T]`` local-to-global ids for one batch of done flags.
+
+        Args:
+            done: bool ``[num_rows, T]``: the ``("next", "done")`` flags of the batch.
+            new_start: every row starts a new trajectory at ``t = 0`` (the env was reset).
+
+        Returns:
+            int64 ``[num_rows, T]`` ids.
+        """
+        starts = torch.empty_like(done)
+        starts[:, 0] = self.pending | new_start
+        starts[:, 1:] = done[:, :-1]
+        per_row = starts.sum(1)
+        base = self.next_local + per_row.cumsum(0) - per_row
+        k = starts.cumsum(1)
+        local = torch.where(k == 0, self.current[:, None], base[:, None] + k - 1)
+        self.next_local += int(per_row.sum())
+        self.current = local[:, -1].clone()
+        self.pending = done[:, -1].clone()
+        return local * self.stride + self.offset if self.stride > 1 else local
+
+    def state_dict(self) -> dict:
+        return {"next_local": self.next_local, "current": self.current.clone(), "pending": self.pending.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.next_local = int(state["next_local"])
+        self.current = state["current"].clone()
+        self.pending = state["pending"].clone()
+
+
+def _row_ids(td: TensorDictBase) -> torch.Tensor:
+    """Trajectory ids ``[rows, T]`` of a batch: stored ones, or rebuilt from done flags."""
+    rows = td.batch_size.numel() // td.batch_size[-1]
+    if TRAJ_IDS in td.keys(True, True):
+        return td.get(TRAJ_IDS).reshape(rows, -1)
+    done = td.get((NEXT, DONE)).reshape(rows, td.batch_size[-1])
+    return TrajCounter(rows).assign(done, new_start=True)
+
+
+def split_trajectories(td: TensorDictBase) -> TensorDictBase:
+    """Split a ``[*B, T]`` batch into a zero-padded ``[num_trajs, max_len]`` one.
+
+    Trajectories are the runs of equal ``("collector", "traj_ids")`` (or, without ids,
+    the segments between ``("next", "done")`` flags) along the time dim of each row.
+    They come out in order of appearance (row by row); ``("collector", "mask")`` is
+    ``True`` on real steps and ``False`` on padding.
+
+    Args:
+        td: a collected batch, time on the last batch dim.
+
+    Returns:
+        A new TensorDict of batch size ``[num_trajs, max_len]``.
+
+    Raises:
+        ValueError: ``td`` has no batch dim.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"x": torch.arange(4.).reshape(1, 4),
+        ...                  "next": {"done": torch.tensor([[True, False, False, True]])}},
+        ...                 batch_size=[1, 4])
+        >>> out = split_trajectories(td)
+        >>> out["x"]
+        tensor([[0., 0., 0.],
+                [1., 2., 3.]])
+        >>> out["collector", "mask"]
+        tensor([[ True, False, False],
+                [ True,  True,  True]])
+    """
+    if td.batch_dims < 1:
+        raise ValueError(f"split_trajectories: expected a batch with a time dim, got batch_size={td.batch_size}")
+    ids = _row_ids(td)
+    # a run ends where the id changes along time, or at the end of a row
+    flat = td.reshape(-1)
+    change = torch.ones_like(ids, dtype=torch.bool)
+    change[:, 1:] = ids[:, 1:] != ids[:, :-1]
+    start = change.reshape(-1)
+    seg = start.cumsum(0) - 1
+    num = int(seg[-1]) + 1
+    first = torch.nonzero(start).squeeze(-1)
+    pos = torch.arange(start.numel()) - first[seg]
+    lengths = torch.bincount(seg, minlength=num)
+    max_len = int(lengths.max())
+    out = flat.apply(
+        lambda x: x.new_zeros((num, max_len, *x.shape[1:])), batch_size=[num, max_len]
+    )
+    out[seg, pos] = flat
+    mask = torch.arange(max_len)[None, :] < lengths[:, None]
+    out.set(MASK, mask)
+    return out
+
+

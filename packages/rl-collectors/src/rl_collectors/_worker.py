@@ -1,0 +1,266 @@
+"""Workers: a Collector behind a small command protocol, in a process or in this process.
+
+Wiring (one place):
+
+- ``WorkerSpec`` (pickled to the worker at spawn): env constructor, policy, Collector
+  options, shared weights, worker index.
+- ``WorkerRuntime`` (in the worker): builds the Collector with its batch in shared
+  memory and answers commands (``collect``, ``map_fn``, ``enable_profile``, ...).
+- ``worker_main`` (the process target): sends ``("ready", buffer)`` once (the shared
+  batch crosses the pipe as file descriptors), then loops on the pipe; every reply is
+  ``("batch" | "reply" | "error", payload)``. It polls with a timeout and exits when the
+  parent process is gone.
+- ``ProcessWorker`` / ``InProcessWorker`` (main side): the same interface over a spawned
+  process or a runtime living here (``in_process=True``: pdb and cProfile work).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.multiprocessing  # noqa: F401  (registers the shared-memory pickling of tensors)
+
+from rl_collectors.exceptions import WorkerError
+from rl_collectors.weight_sync import SharedWeightsReader
+
+__all__ = ["InProcessWorker", "ProcessWorker", "WorkerRuntime", "WorkerSpec", "worker_main"]
+
+_POLL = 0.2  # seconds between liveness checks while waiting
+
+
+@dataclass
+class WorkerSpec:
+    """Everything a worker needs to build its Collector (pickled at spawn)."""
+
+    create_env_fn: Any
+    policy: Any
+    frames_per_batch: int
+    options: dict[str, Any]
+    worker_idx: int
+    num_workers: int
+    weights: tuple[Any, Any] | None = None  # (shared TensorDict, sequence counter)
+    num_threads: int | None = 1
+    shared: bool = True
+    env: dict[str, Any] = field(default_factory=dict)
+
+
+class WorkerRuntime:
+    """One Collector answering commands; the same code in a process and in-process."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        from rl_collectors._collector import Collector
+        from rl_collectors._traj import TrajCounter
+
+        if spec.num_threads is not None:
+            torch.set_num_threads(spec.num_threads)
+        self.collector = Collector(
+            spec.create_env_fn, spec.policy, frames_per_batch=spec.frames_per_batch, **spec.options
+        )
+        c = self.collector
+        c._init_profiling(spec.worker_idx)
+        c._traj = TrajCounter(c._traj.num_rows, stride=spec.num_workers, offset=spec.worker_idx)
+        if spec.shared:
+            c._plan(shared=True)
+        self.reader = SharedWeightsReader(*spec.weights) if spec.weights is not None else None
+
+    @property
+    def buffer(self) -> Any:
+        return self.collector.buffer
+
+    def handle(self, cmd: str, payload: Any) -> tuple[str, Any]:
+        """Run one command; returns ``(kind, payload)``."""
+        c = self.collector
+        if cmd == "collect":
+            if self.reader is not None:
+                c.policy_version = self.reader.pull(c.policy)
+            c._collect(payload)
+            return "batch", (payload, c.policy_version)
+        if cmd == "map_fn":
+            name, args = payload
+            return "reply", _resolve(c, name)(*args)
+        if cmd == "enable_profile":
+            c.enable_profile(config=payload)
+            return "reply", None
+        if cmd == "disable_profile":
+            return "reply", c.disable_profile()
+        if cmd == "timing":
+            return "reply", c.timing
+        if cmd == "set_seed":
+            return "reply", c.set_seed(*payload)
+        if cmd == "state_dict":
+            return "reply", c.state_dict()
+        if cmd == "load_state_dict":
+            return "reply", c.load_state_dict(payload)
+        raise ValueError(f"unknown worker command {cmd!r}")
+
+    def close(self) -> None:
+        self.collector.shutdown()
+
+
+def _resolve(collector: Any, name: Any) -> Any:
+    """A collector method name, a dotted ``module.function`` path, or a callable."""
+    if callable(name):
+        return name
+    if hasattr(collector, name):
+        return getattr(collector, name)
+    module, _, attr = str(name).rpartition(".")
+    if not module:
+        raise AttributeError(f"map_fn: {name!r} is neither a Collector method nor a 'module.function' path")
+    return getattr(importlib.import_module(module), attr)
+
+
+def worker_main(spec: WorkerSpec, conn: Any) -> None:
+    """Process target: build the runtime, then serve commands until ``close`` or orphaned."""
+    try:
+        runtime = WorkerRuntime(spec)
+        conn.send(("ready", (runtime.buffer, runtime.collector._traj.num_rows)))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        return
+    parent = mp.parent_process()
+    try:
+        while True:
+            if not conn.poll(_POLL):
+                if parent is not None and not parent.is_alive():
+                    return  # orphaned: the main process is gone
+                continue
+            cmd, payload = conn.recv()
+            if cmd == "close":
+                return
+            try:
+                conn.send(runtime.handle(cmd, payload))
+            except Exception:
+                conn.send(("error", traceback.format_exc()))
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        return
+    finally:
+        runtime.close()
+
+
+class ProcessWorker:
+    """Main-side handle of one spawned worker process."""
+
+    def __init__(self, spec: WorkerSpec, ctx: Any) -> None:
+        self.idx = spec.worker_idx
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(
+            target=worker_main, args=(spec, child), name=f"rl-collector-worker-{self.idx}", daemon=False
+        )
+        self.process.start()
+        child.close()
+        self.batches: deque[Any] = deque()
+        self.buffer: Any = None
+        self.num_rows = 0
+
+    def wait_ready(self, timeout: float) -> None:
+        self.buffer, self.num_rows = self._recv(timeout, "ready")
+
+    def send(self, cmd: str, payload: Any = None) -> None:
+        try:
+            self.conn.send((cmd, payload))
+        except (BrokenPipeError, OSError) as err:
+            raise WorkerError(self.idx, f"cannot send {cmd!r}: {err} ({self._status()})") from None
+
+    def _status(self) -> str:
+        code = self.process.exitcode
+        return "alive" if code is None else f"exit code {code}"
+
+    def _recv(self, timeout: float, expect: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            ready = mpc.wait([self.conn, self.process.sentinel], timeout=min(_POLL, max(0.0, deadline - time.monotonic())))
+            if self.conn in ready:
+                try:
+                    kind, payload = self.conn.recv()
+                except (EOFError, OSError):
+                    raise WorkerError(self.idx, f"died ({self._status()})") from None
+                if kind == "error":
+                    raise WorkerError(self.idx, "raised", payload)
+                if kind == "batch" and expect != "batch":
+                    self.batches.append(payload)  # an async batch that arrived first
+                    continue
+                return payload
+            if self.process.sentinel in ready or not self.process.is_alive():
+                raise WorkerError(self.idx, f"died without a reply ({self._status()})")
+            if time.monotonic() >= deadline:
+                raise WorkerError(self.idx, f"no {expect!r} reply within {timeout} s ({self._status()})")
+
+    def recv_reply(self, timeout: float) -> Any:
+        return self._recv(timeout, "reply")
+
+    def recv_batch(self, timeout: float) -> Any:
+        if self.batches:
+            return self.batches.popleft()
+        return self._recv(timeout, "batch")
+
+    @property
+    def waitables(self) -> list[Any]:
+        return [self.conn, self.process.sentinel]
+
+    def close(self, timeout: float = 3.0) -> None:
+        """Ask the worker to stop, then terminate and kill it if it does not; bounded."""
+        try:
+            if self.process.is_alive():
+                self.conn.send(("close", None))
+        except (BrokenPipeError, OSError):
+            pass
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout)
+        self.conn.close()
+
+
+class InProcessWorker:
+    """The same interface as :class:`ProcessWorker`, running the runtime right here."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.idx = spec.worker_idx
+        spec.shared = False
+        spec.num_threads = None
+        try:
+            self.runtime: WorkerRuntime | None = WorkerRuntime(spec)
+        except Exception as err:
+            raise WorkerError(self.idx, "raised", traceback.format_exc()) from err
+        self.buffer = self.runtime.buffer
+        self.num_rows = self.runtime.collector._traj.num_rows
+        self.batches: deque[Any] = deque()
+        self.replies: deque[Any] = deque()
+
+    def wait_ready(self, timeout: float) -> None:
+        pass
+
+    def send(self, cmd: str, payload: Any = None) -> None:
+        if self.runtime is None:
+            raise WorkerError(self.idx, f"cannot send {cmd!r}: closed")
+        try:
+            kind, result = self.runtime.handle(cmd, payload)
+        except Exception as err:
+            raise WorkerError(self.idx, "raised", traceback.format_exc()) from err
+        (self.batches if kind == "batch" else self.replies).append(result)
+
+    def recv_reply(self, timeout: float) -> Any:
+        return self.replies.popleft()
+
+    def recv_batch(self, timeout: float) -> Any:
+        return self.batches.popleft()
+
+    @property
+    def waitables(self) -> list[Any]:
+        return []
+
+    def close(self, timeout: float = 3.0) -> None:
+        if self.runtime is not None:
+            self.runtime.close()
+            self.runtime = None

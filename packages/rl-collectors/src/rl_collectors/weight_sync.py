@@ -1,0 +1,209 @@
+"""Weight synchronisation between the trainer's policy and the collectors' copies.
+
+- :class:`VanillaWeightUpdater`: same process; copies weights into the collector's policy
+  in place (nothing at all when they are already the same tensors).
+- :class:`MultiProcessedWeightUpdater`: one shared-memory copy of the weights that the
+  workers read from. ``push`` writes it in place under a sequence counter (a seqlock:
+  odd while writing), so a worker never copies half-written weights and never blocks
+  the trainer; the version is the number of completed pushes.
+- :class:`SharedWeightsReader`: the worker's side of it.
+
+Every updater counts versions, so a batch can be tagged with the version that produced
+it (``("collector", "policy_version")``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_collectors.exceptions import CollectorError
+
+__all__ = [
+    "MultiProcessedWeightUpdater",
+    "SharedWeightsReader",
+    "VanillaWeightUpdater",
+    "WeightUpdaterBase",
+    "weights_of",
+]
+
+
+def weights_of(policy_or_weights: Any) -> TensorDictBase | None:
+    """The weights (parameters and buffers, detached) of a module, or a TensorDict as is.
+
+    Returns ``None`` for a policy without weights (a plain function, ``RandomPolicy``).
+    """
+    if isinstance(policy_or_weights, TensorDictBase):
+        return policy_or_weights
+    if isinstance(policy_or_weights, torch.nn.Module):
+        weights = TensorDict.from_module(policy_or_weights, as_module=False)
+        return weights.detach() if not weights.is_empty() else None
+    if policy_or_weights is None or callable(policy_or_weights):
+        return None
+    raise TypeError(
+        f"weights: expected an nn.Module, a TensorDict of weights or None, "
+        f"got {type(policy_or_weights).__name__}"
+    )
+
+
+class WeightUpdaterBase:
+    """Push new policy weights to a collector's policy (or policies) and count versions.
+
+    Subclasses implement :meth:`_push`. Call the updater (or :meth:`push`) with the new
+    weights, an ``nn.Module`` or ``None`` (the source registered at construction).
+
+    Args:
+        source: where weights come from when ``push()`` gets none: the trainer's policy
+            (an ``nn.Module``) or a TensorDict of weights. May be ``None``.
+
+    Examples:
+        >>> import torch
+        >>> class Counting(WeightUpdaterBase):
+        ...     def _push(self, weights):
+        ...         pass
+        >>> updater = Counting(torch.nn.Linear(2, 2))
+        >>> updater(), updater.version
+        (1, 1)
+    """
+
+    def __init__(self, source: Any = None) -> None:
+        self._source = source
+        self._version = 0
+
+    @property
+    def version(self) -> int:
+        """Number of completed pushes."""
+        return self._version
+
+    def _push(self, weights: TensorDictBase) -> None:
+        raise NotImplementedError
+
+    def push(self, policy_or_weights: Any = None) -> int:
+        """Write new weights where the collector's policy reads them; returns the new version.
+
+        Raises:
+            CollectorError: no weights given and no source registered with weights.
+        """
+        weights = weights_of(policy_or_weights if policy_or_weights is not None else self._source)
+        if weights is None and (policy_or_weights is not None or self._source is not None):
+            raise CollectorError(
+                f"update_policy_weights_: the policy {type(policy_or_weights or self._source).__name__} "
+                "has no weights to send"
+            )
+        if weights is not None:
+            self._push(weights)
+        self._version += 1
+        return self._version
+
+    __call__ = push
+
+
+class VanillaWeightUpdater(WeightUpdaterBase):
+    """Copy weights into a policy living in this process, in place.
+
+    Args:
+        target: the collector's policy (an ``nn.Module``), or ``None`` for a policy
+            without weights.
+        source: default weights for ``push()`` (the trainer's policy).
+
+    Examples:
+        >>> import torch
+        >>> target, trainer = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+        >>> updater = VanillaWeightUpdater(target, source=trainer)
+        >>> updater.push()
+        1
+        >>> bool((target.weight == trainer.weight).all())
+        True
+    """
+
+    def __init__(self, target: Any, source: Any = None) -> None:
+        super().__init__(source)
+        self._target = weights_of(target)
+
+    def _push(self, weights: TensorDictBase) -> None:
+        if self._target is None:
+            raise CollectorError("update_policy_weights_: the collector's policy has no weights")
+        with torch.no_grad():
+            self._target.update_(weights.to(self._target.device) if self._target.device else weights)
+
+
+class MultiProcessedWeightUpdater(WeightUpdaterBase):
+    """Shared-memory weights updated in place for worker processes, with a version counter.
+
+    Build it in the main process from the trainer's policy; hand :attr:`shared` and
+    :attr:`sequence` to the workers (they pickle to shared memory) and read them there
+    with :class:`SharedWeightsReader`.
+
+    Args:
+        source: the trainer's policy (or a TensorDict of its weights).
+
+    Examples:
+        >>> import torch
+        >>> policy = torch.nn.Linear(2, 1)
+        >>> updater = MultiProcessedWeightUpdater(policy)
+        >>> with torch.no_grad():
+        ...     _ = policy.bias.fill_(3.0)
+        >>> updater.push()
+        1
+        >>> updater.shared["bias"]
+        tensor([3.])
+        >>> worker_policy = torch.nn.Linear(2, 1)
+        >>> SharedWeightsReader(updater.shared, updater.sequence).pull(worker_policy)
+        1
+        >>> worker_policy.bias
+        Parameter containing:
+        tensor([3.], requires_grad=True)
+    """
+
+    def __init__(self, source: Any) -> None:
+        super().__init__(source)
+        weights = weights_of(source)
+        if weights is None:
+            raise CollectorError(
+                f"MultiProcessedWeightUpdater: the source {type(source).__name__} has no weights"
+            )
+        self.shared = weights.clone().share_memory_()
+        self.sequence = torch.zeros((), dtype=torch.int64).share_memory_()
+
+    def _push(self, weights: TensorDictBase) -> None:
+        with torch.no_grad():
+            self.sequence += 1  # odd: a write is in progress
+            self.shared.update_(weights)
+            self.sequence += 1
+
+
+class SharedWeightsReader:
+    """The worker's side of :class:`MultiProcessedWeightUpdater`: copy new weights in.
+
+    Args:
+        shared: the updater's ``shared`` weights.
+        sequence: the updater's ``sequence`` counter.
+        timeout: seconds to wait for a push in progress to finish.
+    """
+
+    def __init__(self, shared: TensorDictBase, sequence: torch.Tensor, timeout: float = 10.0) -> None:
+        self.shared, self.sequence, self.timeout = shared, sequence, timeout
+        self.version = 0
+
+    def pull(self, target: Any) -> int:
+        """Copy the shared weights into ``target`` if they changed; return their version."""
+        if int(self.sequence) == 2 * self.version:
+            return self.version
+        weights = weights_of(target)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            before = int(self.sequence)
+            if before % 2 == 0:
+                with torch.no_grad():
+                    weights.update_(self.shared)
+                if int(self.sequence) == before:
+                    self.version = before // 2
+                    return self.version
+            if time.monotonic() > deadline:
+                raise CollectorError(
+                    f"SharedWeightsReader: a weight push did not finish within {self.timeout} s"
+                )
+            time.sleep(0.0005)

@@ -1,0 +1,63 @@
+"""Picklable policies and env factories for the collector tests (imported by spawned workers).
+
+Tests put this directory on ``sys.path`` (``monkeypatch.syspath_prepend``), which spawn
+passes on to the workers, so ``collectors_helpers.X`` resolves there too.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict.nn import TensorDictModule
+
+
+class Greedy(torch.nn.Module):
+    """``action = argmax(linear(observation))`` plus the logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 2)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.linear(obs)
+        return logits, logits.argmax(-1)
+
+
+def greedy_policy(prefer: int | None = None) -> TensorDictModule:
+    """A deterministic policy; ``prefer`` biases it to always pick that action."""
+    net = Greedy()
+    if prefer is not None:
+        with torch.no_grad():
+            net.linear.weight.zero_()
+            net.linear.bias.copy_(torch.tensor([1.0, -1.0]) if prefer == 0 else torch.tensor([-1.0, 1.0]))
+    return TensorDictModule(net, in_keys=["observation"], out_keys=["logits", "action"])
+
+
+class Bomb(torch.nn.Module):
+    """Acts like ``Greedy`` and raises on call number ``after`` (the probe is call 1)."""
+
+    def __init__(self, after: int = 3) -> None:
+        super().__init__()
+        self.inner = Greedy()
+        self.after, self.calls = after, 0
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.calls += 1
+        if self.calls >= self.after:
+            raise RuntimeError("boom from the policy")
+        return self.inner(obs)
+
+
+def bomb_policy(after: int = 3) -> TensorDictModule:
+    return TensorDictModule(Bomb(after), in_keys=["observation"], out_keys=["logits", "action"])
+
+
+def make_cartpole(num_envs: int = 2):
+    from rl_envs import GymEnv
+
+    return GymEnv("CartPole-v1", num_envs=num_envs)
+
+
+def sleep_forever() -> None:
+    import time
+
+    time.sleep(3600)

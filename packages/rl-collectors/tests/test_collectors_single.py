@@ -1,0 +1,178 @@
+"""Collector (single process) on real gymnasium CartPole envs."""
+
+from __future__ import annotations
+
+import pytest
+import rl_collectors
+import torch
+from rl_collectors import Collector, CollectorError, split_trajectories
+from rl_envs import GymEnv
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+
+
+def make_env(n: int = 4) -> GymEnv:
+    return GymEnv("CartPole-v1", num_envs=n)
+
+
+def greedy(bias: tuple[float, float] = (0.0, 0.0)) -> TensorDictModule:
+    net = torch.nn.Linear(4, 2)
+    with torch.no_grad():
+        net.weight.zero_()
+        net.bias.copy_(torch.tensor(bias))
+    return TensorDictModule(net, in_keys=["observation"], out_keys=["logits"])
+
+
+class ArgMax(torch.nn.Module):
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits.argmax(-1)
+
+
+def greedy_policy(bias: tuple[float, float] = (0.0, 0.0)):
+    from tensordict.nn import TensorDictSequential
+
+    return TensorDictSequential(greedy(bias), TensorDictModule(ArgMax(), in_keys=["logits"], out_keys=["action"]))
+
+
+def test_exports_import() -> None:
+    for name in rl_collectors.__all__:
+        assert getattr(rl_collectors, name) is not None
+    assert rl_collectors.__all__ == sorted(rl_collectors.__all__)
+
+
+def test_layout_and_exact_total_frames() -> None:
+    collector = Collector(make_env(4), frames_per_batch=40, total_frames=100)
+    batches = list(collector)
+    assert [b.batch_size for b in batches] == [torch.Size([4, 10])] * 2 + [torch.Size([4, 5])]
+    assert sum(b.numel() for b in batches) == 100 == collector.frames
+    b = batches[0]
+    assert b["observation"].shape == (4, 10, 4) and b["next", "reward"].shape == (4, 10, 1)
+    assert b["action"].dtype == torch.int64 and b["collector", "traj_ids"].dtype == torch.int64
+    # the next observation of step t is the observation of step t+1 unless done
+    same = (b["next", "observation"][:, :-1] == b["observation"][:, 1:]).all(-1)
+    assert bool(same[~b["next", "done"][:, :-1, 0]].all())
+    assert batches[0]["observation"].data_ptr() != batches[1]["observation"].data_ptr()
+    collector.shutdown()
+    collector.shutdown()  # idempotent
+
+
+def test_traj_ids_follow_done_and_are_unique() -> None:
+    with Collector(make_env(4), frames_per_batch=200, total_frames=600) as collector:
+        seen: dict[int, int] = {}
+        for batch in collector:
+            ids, done = batch["collector", "traj_ids"], batch["next", "done"][..., 0]
+            for row in range(4):
+                for t in range(1, ids.shape[1]):
+                    assert (ids[row, t] != ids[row, t - 1]) == bool(done[row, t - 1])
+                for i in ids[row].unique().tolist():
+                    assert seen.setdefault(i, row) == row  # one id never spans two sub-envs
+
+
+def test_split_trajectories_mask() -> None:
+    collector = Collector(make_env(2), frames_per_batch=200, total_frames=200, split_trajs=True)
+    out = next(iter(collector))
+    mask = out["collector", "mask"]
+    assert mask.shape == out.batch_size and int(mask.sum()) == 200
+    lengths = mask.sum(-1)
+    assert bool((mask == (torch.arange(mask.shape[1]) < lengths[:, None])).all())
+    ids = out["collector", "traj_ids"]
+    assert bool((ids[mask] == ids[:, :1].expand_as(ids)[mask]).all())
+    assert bool((out["observation"][~mask] == 0).all())
+
+
+def test_split_trajectories_without_ids() -> None:
+    td = TensorDict({"x": torch.arange(6.0).reshape(2, 3), "next": {"done": torch.tensor([[0, 1, 0], [0, 0, 0]]).bool()}}, [2, 3])
+    out = split_trajectories(td)
+    assert out["collector", "mask"].sum(-1).tolist() == [2, 1, 3]
+
+
+def test_max_frames_per_traj_truncates() -> None:
+    collector = Collector(make_env(2), frames_per_batch=60, total_frames=60, max_frames_per_traj=7)
+    batch = next(iter(collector))
+    lengths = split_trajectories(batch)["collector", "mask"].sum(-1)
+    assert int(lengths.max()) <= 7
+    assert bool(batch["next", "truncated"].any())
+
+
+def test_init_random_frames_then_policy() -> None:
+    collector = Collector(make_env(2), greedy_policy((5.0, 0.0)), frames_per_batch=20, total_frames=60, init_random_frames=20)
+    batches = list(collector)
+    assert bool((batches[0]["action"] == 1).any())  # random: both actions (p = 1 - 2^-19)
+    assert bool((batches[1]["action"] == 0).all()) and bool((batches[2]["action"] == 0).all())
+
+
+def test_policy_outputs_and_weight_update() -> None:
+    policy = greedy_policy((0.0, 5.0))
+    collector = Collector(make_env(2), policy, frames_per_batch=10, exploration_type="deterministic")
+    batch = collector.rollout()
+    assert bool((batch["action"] == 1).all()) and batch["logits"].shape == (2, 5, 2)
+    trainer = greedy_policy((5.0, 0.0))
+    assert collector.update_policy_weights_(trainer) == 1
+    batch = collector.rollout()
+    assert bool((batch["action"] == 0).all())
+    assert bool((batch["collector", "policy_version"] == 1).all())
+
+
+def test_policy_none_is_random_and_plain_module_is_wrapped() -> None:
+    assert bool(Collector(make_env(2), frames_per_batch=8).rollout()["action"].le(1).all())
+    with pytest.raises(Exception, match="action"):
+        Collector(make_env(2), torch.nn.Linear(4, 2), frames_per_batch=8).rollout()
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="frames_per_batch"):
+        Collector(make_env(4), frames_per_batch=10)
+    with pytest.raises(ValueError, match="total_frames"):
+        Collector(make_env(4), frames_per_batch=8, total_frames=-5)
+    with pytest.raises(ValueError, match="total_frames"):
+        Collector(make_env(4), frames_per_batch=8, total_frames=10)
+    with pytest.raises(CollectorError, match="action"):
+        Collector(make_env(2), greedy(), frames_per_batch=8)
+    with pytest.raises(ValueError, match="exploration_type"):
+        Collector(make_env(2), frames_per_batch=8, exploration_type="bogus")
+
+
+def test_state_dict_round_trip() -> None:
+    policy = greedy_policy((1.0, 0.0))
+    a = Collector(make_env(2), policy, frames_per_batch=20, total_frames=100)
+    it = iter(a)
+    next(it), next(it)
+    state = a.state_dict()
+    b = Collector(make_env(2), greedy_policy((0.0, 1.0)), frames_per_batch=20, total_frames=100)
+    b.load_state_dict(state)
+    assert b.frames == 40 and b.iterations == 2
+    assert sum(x.numel() for x in b) == 60  # only what was left
+    assert bool((b.rollout()["action"] == 0).all())  # weights restored
+
+
+def test_replay_buffer_postproc_hook_and_timing() -> None:
+    class ListBuffer:
+        def __init__(self) -> None:
+            self.items: list = []
+
+        def extend(self, td) -> None:
+            self.items.append(td.clone())
+
+    rb, seen = ListBuffer(), []
+    collector = Collector(make_env(2), frames_per_batch=8, total_frames=24, replay_buffer=rb, post_collect_hook=seen.append)
+    assert list(collector) == [None] * 3
+    assert [t.batch_size for t in rb.items] == [torch.Size([2, 4])] * 3 and len(seen) == 3
+    report = collector.timing_report()
+    for key in ("rollout", "policy", "env_step", "storage"):
+        assert key in report
+    assert collector.timing.count("rollout") == 3
+    doubled = Collector(make_env(2), frames_per_batch=8, total_frames=8, postproc=lambda td: td.set("x", td["next", "reward"] * 2))
+    assert bool((next(iter(doubled))["x"] == 2).all())
+
+
+def test_set_seed_reproduces_and_reset_at_each_iter() -> None:
+    def first_batches(seed: int):
+        collector = Collector(make_env(2), frames_per_batch=20, total_frames=40, reset_at_each_iter=True)
+        collector.set_seed(seed)
+        return list(collector)
+
+    a, b = first_batches(3), first_batches(3)
+    for x, y in zip(a, b, strict=True):
+        assert bool((x["observation"] == y["observation"]).all()) and bool((x["action"] == y["action"]).all())
+    # every batch starts new trajectories
+    assert int(a[1]["collector", "traj_ids"][:, 0].min()) > int(a[0]["collector", "traj_ids"].max())
