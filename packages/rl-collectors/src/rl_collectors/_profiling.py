@@ -19,17 +19,6 @@ __all__ = ["ProfilingMixin", "make_profile_config"]
 _NULL = contextlib.nullcontext()
 
 
-def _credit(timing: Timing, key: str, seconds: float, count: int) -> None:
-    """Add ``seconds`` (over ``count`` closings) to ``key`` under the open block.
-
-    ``Timing`` has no public "add a measured duration" method; this is the one place
-    that reaches into its tree (see the report of issue 4).
-    """
-    node = timing._stack[-1].child(key, "add_time", 0)
-    node.total += seconds
-    node.count += count
-
-
 def make_profile_config(config: ProfileConfig | None, **kwargs: Any) -> ProfileConfig:
     """``config`` as is, or a ``ProfileConfig`` built from the keyword arguments."""
     if config is not None:
@@ -58,9 +47,9 @@ class ProfilingMixin:
         return _NULL if hook is None or hook.done else hook()
 
     def _credit_steps(self, t_policy: float, t_env: float, t_store: float, steps: int) -> None:
-        _credit(self.timing, "policy", t_policy, steps)
-        _credit(self.timing, "env_step", t_env, steps)
-        _credit(self.timing, "storage", t_store, steps)
+        self.timing.add("policy", t_policy, steps)
+        self.timing.add("env_step", t_env, steps)
+        self.timing.add("storage", t_store, steps)
 
     def enable_profile(
         self,

@@ -1,0 +1,165 @@
+"""rl-envs against plain gymnasium loops, measured side by side in the same run.
+
+(a) limit: a plain ``SyncVectorEnv`` loop over 8 CartPole envs with random actions
+    (``envs.step(envs.action_space.sample())``); ours: ``GymEnv("CartPole-v1",
+    num_envs=8).rollout(T)`` with random actions (the public API, data stored in a
+    ``[8, T]`` TensorDict), and the collector fast path (``env._fast_step``) alone.
+    Target: rollout >= 0.8 of the limit.
+(b) limit: gymnasium's numpy-vectorised CartPole (``vector_entry_point``) with 4096 envs
+    stepped by a plain loop; ours: ``GymEnv(..., vectorization_mode="vector_entry_point")
+    .rollout(T)`` on the same env. Target >= 0.7.
+
+Each figure is the median of ``REPEATS`` rounds; a round times every side back to back
+and a ratio is the median of the per-round ratios, so every side sees the same load. Steps are counted per sub-env. The ratios use the CPU time of this process
+(``time.process_time``): the loops are single-threaded, so on an idle machine it equals
+the wall time, and on a loaded one it is not inflated by waiting for a core. The
+wall-clock ratio of the rollout is printed too.
+
+Usage::
+
+    uv run --no-sync python benchmarks/bench_envs.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import gymnasium as gym
+from rl_envs import GymEnv
+
+REPEATS = 21
+SMALL_ENVS, SMALL_STEPS = 8, 500
+BIG_ENVS, BIG_STEPS = 4096, 100
+
+
+class _Clock:
+    """Wall and CPU time of one timed block."""
+
+    def __enter__(self) -> _Clock:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+
+
+def _paired(fns: dict[str, Callable[[], tuple[float, float]]], repeats: int = REPEATS) -> dict[str, float]:
+    """Run the timing functions back to back ``repeats`` times (one "pair" per round).
+
+    Returns, for each name, the median steps/s by CPU time (``name``) and by wall time
+    (``name + "_wall"``), and the median over rounds of the per-round ratio to ``"plain"``
+    (``name + "_ratio"``, ``name + "_ratio_wall"``): both sides of a ratio ran seconds
+    apart, so a slow drift of the machine's load cancels out.
+    """
+    rounds: list[dict[str, tuple[float, float]]] = []
+    for _ in range(repeats):
+        rounds.append({name: fn() for name, fn in fns.items()})
+    out: dict[str, float] = {}
+    for name in fns:
+        out[name] = statistics.median(r[name][0] for r in rounds)
+        out[name + "_wall"] = statistics.median(r[name][1] for r in rounds)
+        out[name + "_ratio"] = statistics.median(r[name][0] / r["plain"][0] for r in rounds)
+        out[name + "_ratio_wall"] = statistics.median(r[name][1] / r["plain"][1] for r in rounds)
+    return out
+
+
+def _rates(steps: int, clock: _Clock) -> tuple[float, float]:
+    return steps / clock.cpu, steps / clock.wall
+
+
+def _plain_loop(envs: gym.vector.VectorEnv, steps: int) -> Callable[[], tuple[float, float]]:
+    def timed() -> tuple[float, float]:
+        sample, step = envs.action_space.sample, envs.step
+        with _Clock() as clock:
+            for _ in range(steps):
+                step(sample())
+        return _rates(steps * envs.num_envs, clock)
+
+    return timed
+
+
+def _rollout(env: GymEnv, steps: int) -> Callable[[], tuple[float, float]]:
+    def timed() -> tuple[float, float]:
+        with _Clock() as clock:
+            env.rollout(steps, break_when_any_done=False)
+        return _rates(steps * env.batch_size.numel(), clock)
+
+    return timed
+
+
+def _fast_path(env: GymEnv, steps: int) -> Callable[[], tuple[float, float]]:
+    def timed() -> tuple[float, float]:
+        rand, gen, step = env.action_spec.rand, env._rng, env._fast_step
+        env._fast_reset()
+        with _Clock() as clock:
+            for _ in range(steps):
+                step(rand(generator=gen))
+        return _rates(steps * env.batch_size.numel(), clock)
+
+    return timed
+
+
+def _rows(label: str, best: dict[str, float], target: float) -> list[dict]:
+    limit = best["plain"]
+    rows = [{"figure": f"{label}: plain gymnasium loop (limit)", "value": limit, "unit": "steps/s", "limit": limit, "ratio": 1.0}]
+    names = {"rollout": f"{label}: GymEnv.rollout / limit (target >= {target})", "fast": f"{label}: GymEnv._fast_step loop / limit"}
+    for key, figure in names.items():
+        rows.append({"figure": figure, "value": best[key], "unit": "steps/s", "limit": limit, "ratio": best[key + "_ratio"]})
+    rows.append(
+        {
+            "figure": f"{label}: GymEnv.rollout / limit, wall clock",
+            "value": best["rollout_wall"],
+            "unit": "steps/s",
+            "limit": best["plain_wall"],
+            "ratio": best["rollout_ratio_wall"],
+        }
+    )
+    return rows
+
+
+def bench_small() -> list[dict]:
+    plain = gym.make_vec("CartPole-v1", num_envs=SMALL_ENVS, vectorization_mode="sync")
+    plain.reset(seed=0)
+    plain.action_space.seed(0)
+    ours = GymEnv("CartPole-v1", num_envs=SMALL_ENVS)
+    ours.set_seed(0)
+    try:
+        fns = {"plain": _plain_loop(plain, SMALL_STEPS), "rollout": _rollout(ours, SMALL_STEPS), "fast": _fast_path(ours, SMALL_STEPS)}
+        for fn in fns.values():  # warm-up
+            fn()
+        best = _paired(fns)
+    finally:
+        plain.close()
+        ours.close()
+    return _rows(f"(a) CartPole sync x{SMALL_ENVS}", best, 0.8)
+
+
+def bench_big() -> list[dict]:
+    plain = gym.make_vec("CartPole-v1", num_envs=BIG_ENVS, vectorization_mode="vector_entry_point")
+    plain.reset(seed=0)
+    plain.action_space.seed(0)
+    ours = GymEnv("CartPole-v1", num_envs=BIG_ENVS, vectorization_mode="vector_entry_point")
+    ours.set_seed(0)
+    try:
+        fns = {"plain": _plain_loop(plain, BIG_STEPS), "rollout": _rollout(ours, BIG_STEPS), "fast": _fast_path(ours, BIG_STEPS)}
+        for fn in fns.values():
+            fn()
+        best = _paired(fns)
+    finally:
+        plain.close()
+        ours.close()
+    return _rows(f"(b) CartPole numpy-vectorised x{BIG_ENVS}", best, 0.7)
+
+
+def run() -> list[dict]:
+    return bench_small() + bench_big()
+
+
+if __name__ == "__main__":
+    rows = run()
+    print(f"{'figure':<66} {'value':>12} {'unit':>8} {'limit':>12} {'ratio':>6}")
+    for r in rows:
+        print(f"{r['figure']:<66} {r['value']:>12,.0f} {r['unit']:>8} {r['limit']:>12,.0f} {r['ratio']:>6.2f}")

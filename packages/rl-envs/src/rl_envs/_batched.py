@@ -1,0 +1,387 @@
+"""``SerialEnv`` and ``ParallelEnv``: one batched env over ``num_workers`` copies of a sub-env.
+
+Both share :class:`_BatchedEnv` (arguments, stacked specs, batched buffers, seeding,
+partial resets); they differ only in where the sub-envs run: in this process for
+``SerialEnv``, one spawned process each for ``ParallelEnv`` (see
+:mod:`rl_envs._batched_worker` and ``docs/internals/parallel-env.md``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+import torch
+from rl_profiling import profiled
+from tensordict import TensorDictBase
+
+from rl_envs._batched_worker import SPEC_NAMES, STEP_MSG, WorkerError, WorkerPool, env_meta
+from rl_envs._env import EnvBase
+
+__all__ = ["ParallelEnv", "SerialEnv", "WorkerError"]
+
+DEFAULT_TIMEOUT_S = 120.0
+"""Default deadline of every wait on a ``ParallelEnv`` worker (start-up included)."""
+
+
+def _check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any) -> list[dict]:
+    """Validate the constructor arguments; returns one kwargs dict per worker."""
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise ValueError(f"num_workers: expected a positive int, received {num_workers!r}")
+    if not callable(create_env_fn):
+        raise TypeError(
+            f"create_env_fn: expected a callable returning an EnvBase, received {type(create_env_fn).__name__}"
+        )
+    if create_env_kwargs is None:
+        return [{} for _ in range(num_workers)]
+    if isinstance(create_env_kwargs, Mapping):
+        return [dict(create_env_kwargs) for _ in range(num_workers)]
+    if isinstance(create_env_kwargs, Sequence) and all(
+        isinstance(k, Mapping) for k in create_env_kwargs
+    ):
+        if len(create_env_kwargs) != num_workers:
+            raise ValueError(
+                f"create_env_kwargs: expected one dict per worker ({num_workers}), "
+                f"received {len(create_env_kwargs)}"
+            )
+        return [dict(k) for k in create_env_kwargs]
+    raise TypeError(
+        f"create_env_kwargs: expected a dict or a list of {num_workers} dicts, received {type(create_env_kwargs).__name__}"
+    )
+
+
+def _check_same_specs(metas: list[dict[str, Any]]) -> None:
+    for i, meta in enumerate(metas[1:], start=1):
+        for name in ("batch_size", "device", *SPEC_NAMES):
+            if meta[name] != metas[0][name]:
+                raise ValueError(
+                    f"create_env_fn: every sub-env must have the same specs; worker {i}'s {name} "
+                    f"differs from worker 0's:\n{meta[name]!r}\nvs\n{metas[0][name]!r}"
+                )
+
+
+class _BatchedEnv(EnvBase):
+    """What ``SerialEnv`` and ``ParallelEnv`` share. Not for direct use."""
+
+    def _init_batched(self, num_workers: int, metas: list[dict[str, Any]], device: Any) -> None:
+        """Call ``EnvBase.__init__`` and stack the specs of the sub-envs (``metas``)."""
+        _check_same_specs(metas)
+        meta = metas[0]
+        self.num_workers = num_workers
+        self._sub_batch_size = meta["batch_size"]
+        self._sub_numel = max(1, self._sub_batch_size.numel())
+        batch = torch.Size((num_workers, *self._sub_batch_size))
+        EnvBase.__init__(self, batch_size=batch, device=device)
+        for name in SPEC_NAMES:
+            setattr(self, name, meta[name].expand(batch))
+        self._own_root, self._own_next = self._alloc_buffers()
+        self._bind_buffers(self._own_root, self._own_next)
+
+    def _alloc_buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
+        """The batched ``(root, next)`` buffers, from the stacked specs (as ``EnvBase`` does)."""
+        root = self.observation_spec.zero()
+        root.update(self.state_spec.zero())
+        root.update(self.full_done_spec.zero())
+        nxt = self.observation_spec.zero()
+        nxt.update(self.full_reward_spec.zero())
+        nxt.update(self.full_done_spec.zero())
+        return root, nxt
+
+    def _buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
+        if self._root_buf is None or self._next_buf is None:  # e.g. after an action_spec assignment
+            self._bind_buffers(self._own_root, self._own_next)
+        return self._root_buf, self._next_buf  # type: ignore[return-value]
+
+    def _reset_rows(self, reset_mask: torch.Tensor | None) -> tuple[list[int], list[bool]]:
+        """Workers to reset, and for each whether only part of its sub-batch is reset."""
+        if reset_mask is None:
+            return list(range(self.num_workers)), [False] * self.num_workers
+        rows = reset_mask.reshape(self.num_workers, -1)
+        some, every = rows.any(1).tolist(), rows.all(1).tolist()
+        idx = [i for i in range(self.num_workers) if some[i]]
+        return idx, [not every[i] for i in idx]
+
+    def _worker_seeds(self, seed: int | None) -> list[int | None]:
+        """Worker ``i`` gets ``seed + i * n`` (``n``: envs per worker, so no two sub-envs share a seed)."""
+        return [
+            None if seed is None else seed + i * self._sub_numel for i in range(self.num_workers)
+        ]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_workers={self.num_workers}, batch_size={tuple(self.batch_size)}, device={self.device})"
+
+
+class SerialEnv(_BatchedEnv):
+    """``num_workers`` sub-envs stepped one after the other in this process.
+
+    The batch size is ``[num_workers, *sub_env.batch_size]`` and the specs are the
+    sub-env's, expanded. Each sub-env writes its step straight into its row of the
+    batched buffers (``sub_env._bind_buffers(root[i], next[i])``): no copy, no
+    TensorDict per step. Same results as :class:`ParallelEnv` for the same seeds.
+
+    Args:
+        num_workers: number of sub-envs.
+        create_env_fn: callable returning an ``EnvBase``; all sub-envs must have the
+            same specs.
+        create_env_kwargs: keyword arguments of ``create_env_fn``: one dict for all
+            sub-envs, or a list of ``num_workers`` dicts.
+
+    Raises:
+        ValueError: ``num_workers`` is not a positive int, the kwargs list has the
+            wrong length, or the sub-envs' specs differ.
+        TypeError: ``create_env_fn`` is not callable.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_envs import Categorical, Composite, EnvBase, Unbounded
+        >>> class Coin(EnvBase):
+        ...     def __init__(self):
+        ...         super().__init__(batch_size=())
+        ...         self.observation_spec = Composite(observation=Unbounded((1,)))
+        ...         self.action_spec = Categorical(2)
+        ...     def _reset(self, td):
+        ...         return TensorDict(observation=torch.zeros(1))
+        ...     def _step(self, td):
+        ...         a = td["action"].float().reshape(1)
+        ...         return TensorDict(observation=a, reward=a, terminated=a.bool())
+        >>> env = SerialEnv(3, Coin)
+        >>> env.batch_size
+        torch.Size([3])
+        >>> env.rollout(4, break_when_any_done=False)["next", "reward"].shape
+        torch.Size([3, 4, 1])
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: Callable[..., EnvBase],
+        create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ):
+        kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs)
+        self._envs: list[EnvBase] = []
+        try:
+            for kw in kwargs:
+                self._envs.append(create_env_fn(**kw))
+            metas = [env_meta(env) for env in self._envs]
+            self._init_batched(num_workers, metas, metas[0]["device"])
+        except BaseException:
+            for env in self._envs:
+                env.close()
+            raise
+
+    def _on_buffers_bound(self) -> None:
+        root, nxt = self._root_buf, self._next_buf
+        for i, env in enumerate(self._envs):
+            env._bind_buffers(root[i], nxt[i])
+
+    @profiled("SerialEnv._step")
+    def _fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
+        self._check_open()
+        self.validate_action(action)
+        for i, env in enumerate(self._envs):
+            env._fast_step(action[i])
+        return self._next_buf, self._root_buf  # type: ignore[return-value]
+
+    @profiled("SerialEnv._reset")
+    def _fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
+        self._check_open()
+        for i, partial in zip(*self._reset_rows(reset_mask), strict=True):
+            self._envs[i]._fast_reset(reset_mask[i].clone() if partial else None)
+        return self._root_buf  # type: ignore[return-value]
+
+    def _set_seed(self, seed: int | None) -> None:
+        for env, s in zip(self._envs, self._worker_seeds(seed), strict=True):
+            env.set_seed(s)
+
+    def _close(self) -> None:
+        for env in self._envs:
+            env.close()
+
+
+class ParallelEnv(_BatchedEnv):
+    """``num_workers`` sub-envs, each in its own process (``multiprocessing`` "spawn").
+
+    Same batch size, specs and results as :class:`SerialEnv`. The batched ``root``,
+    ``next``, action and reset-mask buffers are shared-memory tensors allocated here; each
+    worker binds its env to its row, so a step is: write the action into the shared
+    buffer, send ``"step"`` to every worker, wait for every ``"ok"``. Only these small
+    control messages cross the pipes.
+
+    Failures never hang: every wait has a deadline (``timeout``) and watches the worker
+    processes; a worker whose env raises, or that dies, raises :class:`WorkerError`
+    naming the worker (with its traceback when it raised), and the env shuts down.
+    ``close()`` is idempotent and bounded (join, then terminate, then kill); a
+    ``ParallelEnv`` that is garbage-collected or alive at interpreter exit is closed too.
+
+    Args:
+        num_workers: number of worker processes.
+        create_env_fn: callable returning an ``EnvBase``; it is pickled to the workers,
+            so it must be importable from them: a module-level function or class, or a
+            ``functools.partial`` of one (not a lambda or a local function).
+        create_env_kwargs: keyword arguments of ``create_env_fn``: one dict for all
+            workers, or a list of ``num_workers`` dicts.
+        timeout: seconds any wait on a worker may last (start-up included) before the
+            worker is declared hung.
+        num_sub_threads: ``torch.set_num_threads`` in each worker.
+
+    Raises:
+        TypeError: ``create_env_fn`` (or its kwargs) cannot be pickled.
+        WorkerError: ``create_env_fn`` raised in a worker (with its traceback) or a
+            worker died while starting.
+
+    Examples:
+        Starting workers takes seconds, so the doctest run skips the first block (the
+        same code runs in ``packages/rl-envs/tests/test_envs_batched.py``):
+
+        >>> import functools
+        >>> from rl_envs import GymEnv
+        >>> make = functools.partial(GymEnv, "CartPole-v1", num_envs=4)
+        >>> with ParallelEnv(2, make) as env:  # doctest: +SKIP
+        ...     _ = env.set_seed(0)
+        ...     data = env.rollout(100, break_when_any_done=False)
+        >>> data.batch_size  # doctest: +SKIP
+        torch.Size([2, 4, 100])
+
+        ``create_env_fn`` must be picklable; this is checked before any process starts:
+
+        >>> ParallelEnv(2, lambda: GymEnv("CartPole-v1"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: create_env_fn: must be picklable to reach the 'spawn' worker processes ...
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: Callable[..., EnvBase],
+        create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        num_sub_threads: int = 1,
+    ):
+        kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs)
+        if not timeout > 0:
+            raise ValueError(
+                f"timeout: expected a positive number of seconds, received {timeout!r}"
+            )
+        if (
+            isinstance(num_sub_threads, bool)
+            or not isinstance(num_sub_threads, int)
+            or num_sub_threads < 1
+        ):
+            raise ValueError(
+                f"num_sub_threads: expected a positive int, received {num_sub_threads!r}"
+            )
+        _check_picklable(create_env_fn, kwargs)
+        self._pool = WorkerPool(type(self).__name__, float(timeout))
+        self._finalizer = weakref.finalize(self, self._pool.shutdown)
+        try:
+            self._pool.start(
+                multiprocessing.get_context("spawn"), create_env_fn, kwargs, num_sub_threads
+            )
+            metas = self._pool.gather(list(range(num_workers)), "create_env_fn")
+            if metas[0]["device"].type != "cpu":
+                raise ValueError(
+                    f"create_env_fn: ParallelEnv needs CPU sub-envs, received device {metas[0]['device']}"
+                )
+            self._init_batched(num_workers, metas, "cpu")
+            self._share_and_bind()
+        except BaseException:
+            self._finalizer()
+            raise
+
+    def _share_and_bind(self) -> None:
+        """Move the buffers to shared memory and hand every worker its row."""
+        self._action_buf = self.full_action_spec.zero()
+        self._reset_buf = torch.zeros(self.batch_size, dtype=torch.bool)
+        shared = (self._own_root, self._own_next, self._action_buf)
+        for td in shared:
+            for leaf in td.values(True, True):
+                leaf.share_memory_()  # in place: the leaves keep their identity
+        self._reset_buf.share_memory_()
+        self._action_leaves = [self._action_buf.get(k) for k in self.action_keys]
+        self._all_workers = list(range(self.num_workers))
+        buffers = (*shared, self._reset_buf)
+        self._pool.call(self._all_workers, "bind", [buffers] * self.num_workers)
+
+    def _on_buffers_bound(self) -> None:
+        # bound to buffers other than the shared ones: copy into them after each call
+        self._mirror = self._root_buf is not self._own_root or self._next_buf is not self._own_next
+
+    def _sync_out(self) -> None:
+        if self._mirror:
+            self._root_buf.update_(self._own_root)  # type: ignore[union-attr]
+            self._next_buf.update_(self._own_next)  # type: ignore[union-attr]
+
+    def _run(self, indices: list[int], cmd: str, args: list[Any] | None = None) -> None:
+        """Run a command on some workers. On any failure, or an interrupt while answers are
+        in flight (they would be read as the answers to the next command), close the env."""
+        try:
+            if cmd == "step":
+                self._pool.send(indices, STEP_MSG, cmd)
+                self._pool.gather(indices, cmd)
+            else:
+                self._pool.call(indices, cmd, args)
+        except BaseException:
+            self.close()
+            raise
+
+    @profiled("ParallelEnv._step")
+    def _fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
+        self._check_open()
+        self.validate_action(action)
+        if isinstance(action, torch.Tensor):
+            self._action_leaves[0].copy_(action)
+        else:
+            for key, leaf in zip(self.action_keys, self._action_leaves, strict=True):
+                leaf.copy_(action.get(key))
+        self._run(self._all_workers, "step")
+        self._sync_out()
+        return self._next_buf, self._root_buf  # type: ignore[return-value]
+
+    @profiled("ParallelEnv._reset")
+    def _fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
+        self._check_open()
+        indices, partial = self._reset_rows(reset_mask)
+        if reset_mask is not None:
+            self._reset_buf.copy_(reset_mask.reshape(self.batch_size))
+        if indices:
+            self._run(indices, "reset", partial)
+        self._sync_out()
+        return self._root_buf  # type: ignore[return-value]
+
+    @profiled("ParallelEnv.step_and_maybe_reset")
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        return super().step_and_maybe_reset(tensordict)
+
+    def _set_seed(self, seed: int | None) -> None:
+        self._check_open()
+        self._run(self._all_workers, "seed", self._worker_seeds(seed))
+
+    def _close(self) -> None:
+        self._finalizer()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the workers (empty once closed)."""
+        return self._pool.pids
+
+
+def _check_picklable(create_env_fn: Any, kwargs: list[dict]) -> None:
+    for name, obj in (("create_env_fn", create_env_fn), ("create_env_kwargs", kwargs)):
+        try:
+            ForkingPickler.dumps(obj)
+        except (pickle.PicklingError, AttributeError, TypeError) as err:
+            raise TypeError(
+                f"{name}: must be picklable to reach the 'spawn' worker processes (a module-level "
+                f"function or class, or a functools.partial of one; not a lambda or a local "
+                f"function); received {obj!r}: {err}"
+            ) from err

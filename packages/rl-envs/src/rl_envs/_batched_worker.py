@@ -1,0 +1,332 @@
+"""The process side of ``ParallelEnv``: the worker loop and the pool that drives it.
+
+Protocol (small pickled tuples ``(command, argument)`` over one duplex pipe per worker;
+every bulk tensor lives in shared memory that the main process allocated):
+
+- the worker builds its env with ``create_env_fn(**kwargs)`` and answers
+  ``("ok", meta)`` (batch size, device and specs) or ``("error", traceback)``;
+- ``("bind", buffers)``: the shared ``root``/``next``/action/reset-mask TensorDicts; the
+  worker binds its env to views of its row (``env._bind_buffers(root[i], next[i])``);
+- ``("step", None)``: the action is already in the shared action buffer;
+  ``env._fast_step`` writes the step into the shared ``next``/``root`` rows;
+- ``("reset", partial)``: ``env._fast_reset(None)``, or with the worker's row of the
+  shared reset mask when ``partial``;
+- ``("seed", seed)``, ``("close", None)``.
+
+Every command is answered ``("ok", payload)`` or ``("error", traceback)``. The main
+process waits on the pipes *and* the process sentinels together
+(:func:`multiprocessing.connection.wait`), so a worker that dies is seen at once, and
+every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import select
+import signal
+import sys
+import time
+import traceback
+from multiprocessing import connection, parent_process
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+__all__ = ["WorkerError", "WorkerPool", "env_meta", "worker_main"]
+
+logger = logging.getLogger(__name__)
+
+PARENT_POLL_S = 1.0
+"""How often an idle worker checks that the main process is still alive."""
+CLOSE_TIMEOUT_S = 5.0
+"""How long ``close()`` waits for the workers to exit before terminating them."""
+STEP_MSG = pickle.dumps(("step", None))
+"""The ``step`` message, pickled once."""
+OK_MSG = pickle.dumps(("ok", None))
+"""A worker's answer to a command that returns nothing, pickled once."""
+SPEC_NAMES = (
+    "observation_spec",
+    "state_spec",
+    "full_action_spec",
+    "full_reward_spec",
+    "full_done_spec",
+)
+
+
+class WorkerError(RuntimeError):
+    """A ``ParallelEnv`` worker raised, died or stopped answering.
+
+    Attributes:
+        worker_index: index of the worker (0-based).
+        remote_traceback: the worker's formatted traceback, or ``None`` when it died.
+    """
+
+    def __init__(self, message: str, worker_index: int, remote_traceback: str | None = None):
+        super().__init__(message)
+        self.worker_index = worker_index
+        self.remote_traceback = remote_traceback
+
+
+def env_meta(env: Any) -> dict[str, Any]:
+    """What the batched env needs from a sub-env: batch size, device and specs."""
+    meta = {name: getattr(env, name) for name in SPEC_NAMES}
+    meta["batch_size"] = torch.Size(env.batch_size)
+    meta["device"] = torch.device(env.device)
+    return meta
+
+
+# -- worker side ------------------------------------------------------------------------
+class _Worker:
+    """Serves one env in a worker process; one method per command."""
+
+    def __init__(self, index: int, env: Any):
+        self.index, self.env = index, env
+        self.action: Any = None
+        self.reset_mask: torch.Tensor | None = None
+
+    def bind(self, buffers: tuple[TensorDictBase, ...]) -> None:
+        root, nxt, action, reset_mask = buffers
+        i = self.index
+        self.env._bind_buffers(root[i], nxt[i])
+        keys = list(action.keys(True, True))
+        self.action = action.get(keys[0])[i] if len(keys) == 1 else action[i]
+        self.reset_mask = reset_mask[i]
+
+    def step(self, _: Any) -> None:
+        self.env._fast_step(self.action)
+
+    def reset(self, partial: bool) -> None:
+        self.env._fast_reset(self.reset_mask.clone() if partial else None)
+
+    def seed(self, seed: int | None) -> None:
+        self.env.set_seed(seed)
+
+    def close(self, _: Any) -> None:
+        self.env.close()
+
+    def _fail(self, tb: str) -> None:
+        raise RuntimeError(f"could not read the command:\n{tb}")
+
+
+def _next_command(conn: connection.Connection, poller: Any) -> tuple[str, Any] | None:
+    """Wait for a command, checking every second that the main process is alive."""
+    parent = parent_process()
+    while not poller.poll(int(PARENT_POLL_S * 1000)):
+        if parent is not None and not parent.is_alive():
+            return None
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return None
+    except Exception:  # a message that cannot be unpickled here
+        return ("_fail", traceback.format_exc())
+
+
+def worker_main(
+    index: int, conn: connection.Connection, create_env_fn: Any, kwargs: dict, num_threads: int
+) -> None:
+    """Entry point of a ``ParallelEnv`` worker process (spawned).
+
+    Ends with ``os._exit`` once the env and the pipe are closed: the interpreter's own
+    teardown (seconds with torch loaded on a busy machine) would only delay ``close()``.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when we stop
+    code = 0
+    try:
+        torch.set_num_threads(num_threads)
+        _serve(index, conn, create_env_fn, kwargs)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _serve(index: int, conn: connection.Connection, create_env_fn: Any, kwargs: dict) -> None:
+    env = None
+    try:
+        env = create_env_fn(**kwargs)
+        conn.send(("ok", env_meta(env)))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+        if env is not None:
+            env.close()
+        conn.close()
+        return
+    worker = _Worker(index, env)
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    try:
+        while (msg := _next_command(conn, poller)) is not None:
+            cmd, arg = msg
+            try:
+                getattr(worker, cmd)(arg)
+            except Exception:
+                conn.send(("error", traceback.format_exc()))
+                continue
+            conn.send_bytes(OK_MSG)
+            if cmd == "close":
+                return
+    finally:
+        if not env.is_closed:
+            env.close()
+        conn.close()
+
+
+# -- main side --------------------------------------------------------------------------
+class WorkerPool:
+    """The worker processes and their pipes, with bounded, liveness-checked waits.
+
+    Holds no reference to the env, so a ``weakref.finalize`` on the env can call
+    :meth:`shutdown`.
+    """
+
+    def __init__(self, owner: str, timeout: float):
+        self.owner, self.timeout = owner, timeout
+        self.procs: list[Any] = []
+        self.conns: list[connection.Connection] = []
+        self._poller = select.poll()  # built once: every pipe and sentinel, reused per wait
+        self._fd_owner: dict[int, tuple[int, bool]] = {}  # fd -> (worker, is it the sentinel)
+
+    def start(self, ctx: Any, create_env_fn: Any, kwargs: list[dict], num_threads: int) -> None:
+        for i, kw in enumerate(kwargs):
+            parent_end, child_end = ctx.Pipe(duplex=True)
+            proc = ctx.Process(
+                target=worker_main,
+                args=(i, child_end, create_env_fn, kw, num_threads),
+                name=f"{self.owner}-worker-{i}",
+                daemon=False,  # a daemon could not start processes (e.g. gymnasium's async env)
+            )
+            try:
+                proc.start()
+            except BaseException:
+                parent_end.close()
+                raise
+            finally:
+                child_end.close()
+            self.procs.append(proc)
+            self.conns.append(parent_end)
+            for fd, is_sentinel in ((parent_end.fileno(), False), (proc.sentinel, True)):
+                self._poller.register(fd, select.POLLIN)
+                self._fd_owner[fd] = (i, is_sentinel)
+
+    def send(self, indices: list[int], payload: bytes, what: str) -> None:
+        """Send a pre-pickled message; a broken pipe means the worker is gone."""
+        for i in indices:
+            try:
+                self.conns[i].send_bytes(payload)
+            except OSError:
+                raise self._died(i, what) from None
+
+    def call(self, indices: list[int], cmd: str, args: list[Any] | None = None) -> list[Any]:
+        """Send ``(cmd, args[k])`` to worker ``indices[k]`` (``None`` when no ``args``), then
+        wait for every answer. Each message is pickled for its worker: a shared tensor's
+        file descriptor can be fetched only once."""
+        for k, i in enumerate(indices):
+            arg = None if args is None else args[k]
+            self.send([i], bytes(ForkingPickler.dumps((cmd, arg))), cmd)
+        return self.gather(indices, cmd)
+
+    def gather(self, indices: list[int], what: str) -> list[Any]:
+        """Wait for one answer from each worker of ``indices``, in that order.
+
+        One ``poll`` over every worker's pipe and process sentinel: an answer, an error
+        or a death (of any worker) wakes it at once.
+
+        Raises:
+            WorkerError: a worker answered with its traceback, died, or did not answer
+                within ``timeout`` seconds.
+        """
+        pending = set(indices)
+        answers: dict[int, Any] = {}
+        deadline = time.monotonic() + self.timeout
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                late = sorted(pending)
+                raise WorkerError(
+                    f"{self.owner} worker {late[0]} did not answer {what!r} within {self.timeout:g} s "
+                    f"(workers still pending: {late}); raise `timeout` if the env is that slow",
+                    late[0],
+                )
+            dead = []
+            for fd, _ in self._poller.poll(int(remaining * 1000) + 1):
+                i, is_sentinel = self._fd_owner[fd]
+                if is_sentinel:
+                    dead.append(i)
+                elif i in pending:
+                    pending.discard(i)
+                    answers[i] = self._receive(i, what)
+                else:  # nothing else is ever in flight: this is an EOF or an error
+                    self._receive(i, what)
+            for i in dead:
+                if i not in answers and not (i in pending and self.conns[i].poll(0)):
+                    raise self._died(i, what)
+        return [answers[i] for i in indices]
+
+    def _receive(self, i: int, what: str) -> Any:
+        try:
+            status, payload = self.conns[i].recv()
+        except (EOFError, OSError):
+            raise self._died(i, what) from None
+        if status == "error":
+            raise WorkerError(
+                f"{self.owner} worker {i} raised during {what!r}; its traceback:\n{payload}",
+                i,
+                payload,
+            )
+        return payload
+
+    def _died(self, i: int, what: str) -> WorkerError:
+        proc = self.procs[i]
+        proc.join(CLOSE_TIMEOUT_S)
+        code = proc.exitcode
+        how = f"exit code {code}"
+        if code is None:
+            how = "its pipe closed; the process is still exiting"
+        elif code < 0:
+            how = f"killed by signal {signal.Signals(-code).name}"
+        if what == "create_env_fn":
+            how += "; its stderr shows why (create_env_fn must be importable in a fresh process)"
+        return WorkerError(
+            f"{self.owner} worker {i} (pid {proc.pid}) died during {what!r} ({how})", i
+        )
+
+    def shutdown(self) -> None:
+        """Ask every worker to close, then join, terminate and kill; bounded and idempotent."""
+        _shutdown(self.procs, self.conns)
+        self.procs, self.conns = [], []
+        self._poller, self._fd_owner = select.poll(), {}
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+
+def _shutdown(procs: list[Any], conns: list[connection.Connection]) -> None:
+    close_msg = pickle.dumps(("close", None))
+    for proc, conn in zip(procs, conns, strict=True):
+        if proc.is_alive():
+            with contextlib.suppress(OSError):
+                conn.send_bytes(close_msg)
+    deadline = time.monotonic() + CLOSE_TIMEOUT_S
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for stop in ("terminate", "kill"):
+        alive = [p for p in procs if p.is_alive()]
+        for proc in alive:
+            logger.warning("%s did not exit after close; calling %s()", proc.name, stop)
+            getattr(proc, stop)()
+        for proc in alive:
+            proc.join(CLOSE_TIMEOUT_S)
+    for proc, conn in zip(procs, conns, strict=True):
+        conn.close()
+        if proc.exitcode is not None:
+            proc.close()

@@ -1,0 +1,430 @@
+"""``GymWrapper`` / ``GymEnv``: gymnasium vector envs behind the ``EnvBase`` fast path.
+
+Per step: the action tensor goes to numpy with ``.numpy()`` (no copy), the vector env
+steps, and its numpy results are written with ``np.copyto`` into numpy views of the
+preallocated CPU buffers. No TensorDict is built and there is no Python loop over
+sub-envs (only over the few finished ones, to gather their final observation).
+
+Autoreset semantics are the same whatever mode the gymnasium env uses: on a finished
+step ``("next", obs)`` is the real final observation and the next root holds the reset
+one. ``SAME_STEP`` reads ``info["final_obs"]``; ``NEXT_STEP`` and ``DISABLED`` reset the
+finished sub-envs right away with a partial reset (``reset(options={"reset_mask": m})``,
+or an adapter for numpy-vectorised envs that lack it), so no reset step reaches the data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDictBase
+
+from rl_envs._composite import Composite
+from rl_envs._env import EnvBase
+from rl_envs._gym_specs import space_to_spec, torch_dtype
+from rl_envs._keys import ACTION, DONE, OBSERVATION, REWARD, TERMINATED, TRUNCATED
+from rl_envs._specs import OneHot, TensorSpec, Unbounded
+
+__all__ = ["GymEnv", "GymWrapper"]
+
+PartialReset = Callable[[np.ndarray], tuple[Any, dict, bool]]
+"""``reset(mask) -> (obs, info, rows_only)``: ``obs`` holds every sub-env, or only the
+reset ones (in order) when ``rows_only``."""
+
+
+def _cartpole_partial_reset(venv: Any) -> PartialReset:
+    """Partial reset for gymnasium's numpy ``CartPoleVectorEnv`` (its ``reset`` resets all).
+
+    Draws the new states exactly as its own autoreset does (``np_random.uniform`` in
+    ``[low, high]``) and clears its pending-reset flags.
+    """
+
+    def reset(mask: np.ndarray) -> tuple[Any, dict, bool]:
+        n = int(mask.sum())
+        new = venv.np_random.uniform(low=venv.low, high=venv.high, size=(4, n))
+        venv.state[:, mask] = new
+        venv.steps[mask] = 0
+        venv.prev_done[mask] = False
+        return new.T.astype(np.float32), {}, True
+
+    return reset
+
+
+_ADAPTERS: dict[str, Callable[[Any], PartialReset]] = {
+    "gymnasium.envs.classic_control.cartpole.CartPoleVectorEnv": _cartpole_partial_reset,
+}
+
+
+def _partial_reset_fn(venv: Any, declared: bool | None) -> PartialReset | None:
+    import gymnasium as gym
+
+    base = venv.unwrapped
+    if declared or isinstance(base, (gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv)):
+        return lambda mask: (*venv.reset(options={"reset_mask": mask}), False)
+    if declared is False:
+        return None
+    adapter = _ADAPTERS.get(f"{type(base).__module__}.{type(base).__qualname__}")
+    if adapter is not None and base is venv:
+        return adapter(base)
+    return None
+
+
+def _leaf(obs: Any, path: tuple) -> Any:
+    for p in path:
+        obs = obs[p]
+    return obs
+
+
+def _copy(dst: np.ndarray, src: Any) -> None:
+    """``dst[...] = src``; column by column for Fortran-ordered 2-D sources (numpy's
+    transposing copy is ~5x slower than 2-D column copies, e.g. numpy-vectorised CartPole)."""
+    if type(src) is np.ndarray and src.ndim == 2 and not src.flags.c_contiguous and src.shape[1] <= 16:
+        for j in range(src.shape[1]):
+            dst[:, j] = src[:, j]
+    else:
+        np.copyto(dst, src)
+
+
+class GymWrapper(EnvBase):
+    """Wrap a gymnasium vector env (sync, async or numpy-vectorised) or a single env.
+
+    Args:
+        env: a ``gymnasium.vector.VectorEnv`` (any autoreset mode), or a ``gymnasium.Env``
+            (wrapped in a one-env ``SyncVectorEnv``; batch size ``(1,)``).
+        categorical_action_encoding: ``Discrete`` actions as integers (default) or one-hot.
+        frame_skip: repeat each action this many times, summing the rewards; a block ends
+            early for every sub-env as soon as one finishes, so no episode boundary is
+            crossed inside a block.
+        info_keys: info entries exported as observation keys: a list (specs inferred from a
+            first reset) or a mapping key -> spec (batch shape included). Where a sub-env
+            does not report the key the value is 0.
+        device: must be CPU (gymnasium works in numpy); move batches in the collector.
+        partial_reset: whether ``env.reset(options={"reset_mask": m})`` resets only the
+            masked sub-envs; ``None`` detects it (built-in Sync/Async vector envs, adapters
+            for known numpy-vectorised envs).
+
+    Raises:
+        ValueError: for a ``NEXT_STEP``/``DISABLED`` env that cannot reset a subset of its
+            sub-envs (the semantics could not be kept), or a non-CPU device.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> venv = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+        >>> env = GymWrapper(venv)
+        >>> env.rollout(3, break_when_any_done=False).batch_size
+        torch.Size([2, 3])
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        *,
+        categorical_action_encoding: bool = True,
+        frame_skip: int = 1,
+        info_keys: Sequence[str] | Mapping[str, TensorSpec] | None = None,
+        device: Any = None,
+        partial_reset: bool | None = None,
+    ):
+        import gymnasium as gym
+
+        if isinstance(env, gym.Env):
+            single = env
+            env = gym.vector.SyncVectorEnv(
+                [lambda: single], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, copy=False
+            )
+        if not isinstance(env, gym.vector.VectorEnv):
+            raise TypeError(f"GymWrapper: env must be a gymnasium Env or VectorEnv, received {type(env).__name__}")
+        if not isinstance(frame_skip, int) or frame_skip < 1:
+            raise ValueError(f"GymWrapper: frame_skip must be an int >= 1, received {frame_skip!r}")
+        if device is not None and torch.device(device).type != "cpu":
+            raise ValueError(f"GymWrapper: device must be 'cpu' (gymnasium returns numpy), received {device!r}")
+        super().__init__(batch_size=(env.num_envs,), device=device)
+        self._env = env
+        self.frame_skip = frame_skip
+        self.autoreset_mode = gym.vector.AutoresetMode(env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP))
+        self._same_step = self.autoreset_mode == gym.vector.AutoresetMode.SAME_STEP
+        self._partial = _partial_reset_fn(env, partial_reset)
+        if not self._same_step and self._partial is None:
+            raise ValueError(
+                f"GymWrapper: {type(env.unwrapped).__name__} autoresets in {self.autoreset_mode.value} mode "
+                "and cannot reset a subset of its sub-envs, so finished sub-envs would produce "
+                "reset steps in the data. Build it with autoreset_mode=SAME_STEP, or pass "
+                "partial_reset=True if reset(options={'reset_mask': mask}) is supported."
+            )
+        self._seed: int | None = None
+        self._last_action: torch.Tensor | None = None
+        self._last_np: np.ndarray | None = None
+        self._build_specs(categorical_action_encoding, info_keys)
+
+    # -- specs --------------------------------------------------------------------------
+    def _build_specs(self, categorical: bool, info_keys: Any) -> None:
+        b = self.batch_size
+        obs = space_to_spec(self._env.single_observation_space, b)
+        self._obs_is_dict = isinstance(obs, Composite)
+        self.observation_spec = obs if self._obs_is_dict else Composite({OBSERVATION: obs}, shape=b)
+        act = space_to_spec(self._env.single_action_space, b, categorical_action_encoding=categorical)
+        self.action_spec = Composite({ACTION: act}, shape=b) if isinstance(act, Composite) else act
+        self._onehot = isinstance(act, OneHot)
+        self.reward_spec = Unbounded((*b, 1), dtype=torch.float32)
+        self._info_keys = self._info_specs(info_keys)
+        for key, spec in self._info_keys.items():
+            self.observation_spec[key] = spec
+
+    def _info_specs(self, info_keys: Any) -> dict[str, TensorSpec]:
+        if not info_keys:
+            return {}
+        if isinstance(info_keys, Mapping):
+            return dict(info_keys)
+        _, info = self._env.reset()
+        specs = {}
+        for key in info_keys:
+            if key not in info:
+                raise KeyError(
+                    f"GymWrapper: info key {key!r} is not in the reset info (keys: {sorted(info)}); "
+                    "pass info_keys as a mapping {key: spec} for keys that only steps report"
+                )
+            value = np.asarray(info[key])
+            specs[key] = Unbounded(value.shape, dtype=torch_dtype(value.dtype))
+        return specs
+
+    # -- buffer views -------------------------------------------------------------------
+    def _on_buffers_bound(self) -> None:
+        root, nxt = self._root_buf, self._next_buf
+        keys = self.observation_spec.keys(True, True)
+        self._obs_views = [
+            (self._gym_path(k), nxt.get(k).numpy(), root.get(k).numpy()) for k in keys if k not in self._info_keys
+        ]
+        self._info_views = [(k, nxt.get(k).numpy(), root.get(k).numpy()) for k in self._info_keys]
+        self._rew_np = nxt.get(REWARD).numpy()[..., 0]
+        self._term_np = nxt.get(TERMINATED).numpy()[..., 0]
+        self._trunc_np = nxt.get(TRUNCATED).numpy()[..., 0]
+        self._done_np = nxt.get(DONE).numpy()[..., 0]
+        self._root_flags = [root.get(k).numpy() for k in (DONE, TERMINATED, TRUNCATED)]
+        single = len(self._obs_views) == 1 and self._obs_views[0][0] == ()
+        self._nobs, self._robs = (self._obs_views[0][1], self._obs_views[0][2]) if single else (None, None)
+
+    def _gym_path(self, key: Any) -> tuple:
+        if not self._obs_is_dict:
+            return ()
+        return (key,) if isinstance(key, str) else tuple(key)
+
+    # -- fast path ----------------------------------------------------------------------
+    def _to_numpy(self, action: Any) -> Any:
+        if isinstance(action, torch.Tensor):
+            return action.argmax(-1).numpy() if self._onehot else action.numpy()
+        sub = action.get(ACTION)
+        return {k: v.numpy() for k, v in sub.items()} if isinstance(sub, TensorDictBase) else sub.numpy()
+
+    def _action_numpy(self, action: Any) -> Any:
+        """Validate ``action`` (dtype/shape always, values on the first steps) -> numpy."""
+        spec = self._action_leaf
+        if (
+            self._action_checks_left > 0
+            or spec is None
+            or type(action) is not torch.Tensor
+            or action.dtype != spec.dtype
+            or action.shape != spec.shape
+        ):
+            self.validate_action(action)
+            if self._root_buf is None:
+                self._buffers()
+            return self._to_numpy(action)
+        if self._onehot:
+            return action.argmax(-1).numpy()
+        self._last_np = action.numpy()
+        self._last_action = action
+        return self._last_np
+
+    def _fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
+        if action is self._last_action and self._action_checks_left <= 0:
+            act = self._last_np  # the caller reuses one validated tensor: no torch call at all
+        else:
+            act = self._action_numpy(action)
+        if self.frame_skip == 1:
+            obs, rew, term, trunc, info = self._env.step(act)
+            np.copyto(self._rew_np, rew)
+        else:
+            obs, term, trunc, info = self._skip_steps(act)
+        np.copyto(self._term_np, term)
+        np.copyto(self._trunc_np, trunc)
+        done = np.logical_or(term, trunc, out=self._done_np)
+        nobs = self._nobs
+        if nobs is not None:
+            _copy(nobs, obs)
+            np.copyto(self._robs, nobs)
+        else:
+            for path, nv, rv in self._obs_views:
+                _copy(nv, _leaf(obs, path))
+                np.copyto(rv, nv)
+        if self._info_views:
+            self._write_info(info, None, "both")
+        if np.count_nonzero(done):
+            self._finish_done(done, info)
+        return self._next_buf, self._root_buf  # type: ignore[return-value]
+
+    def _skip_steps(self, act: Any) -> tuple:
+        self._rew_np[:] = 0.0
+        for _ in range(self.frame_skip):
+            obs, rew, term, trunc, info = self._env.step(act)
+            self._rew_np += rew
+            if np.count_nonzero(term) or np.count_nonzero(trunc):
+                break
+        return obs, term, trunc, info
+
+    def _finish_done(self, done: np.ndarray, info: dict) -> None:
+        idx = np.flatnonzero(done)
+        if self._same_step:  # obs holds the reset observation; the final one is in info
+            final = info["final_obs"]
+            for path, nv, _ in self._obs_views:
+                for i in idx:  # only the finished sub-envs
+                    nv[i] = _leaf(final[i], path) if path else final[i]
+            if self._info_views and "final_info" in info:
+                self._write_info(info["final_info"], done, "next")
+            return
+        robs, rinfo, rows_only = self._partial(done.copy())  # NEXT_STEP / DISABLED: reset now
+        for path, _, rv in self._obs_views:
+            new = np.asarray(_leaf(robs, path))
+            rv[idx] = new if rows_only else new[idx]
+        if self._info_views:
+            self._write_info(rinfo, done, "root")
+
+    def _write_info(self, info: dict, rows: np.ndarray | None, target: str) -> None:
+        """Copy info entries (0 where a sub-env does not report them) into the buffers.
+
+        ``target`` is ``"both"`` (every row of next and root), ``"next"`` or ``"root"``
+        (only the rows set in ``rows``).
+        """
+        for key, nv, rv in self._info_views:
+            value = info.get(key)
+            present = info.get(f"_{key}")
+            if value is None:
+                new = np.zeros_like(nv)
+            else:
+                new = np.asarray(value, dtype=nv.dtype)
+                if present is not None:
+                    new = np.where(present.reshape(-1, *([1] * (new.ndim - 1))), new, 0)
+            if target == "both":
+                np.copyto(nv, new)
+                np.copyto(rv, new)
+                continue
+            sel = rows.reshape(-1, *([1] * (nv.ndim - 1)))
+            np.copyto(nv if target == "next" else rv, new, where=sel)
+
+    def _fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
+        self._check_open()
+        root, _ = self._buffers()
+        if reset_mask is None:
+            obs, info = self._env.reset(seed=self._seed)
+            self._seed = None
+            rows = None
+        else:
+            if self._partial is None:
+                raise RuntimeError(
+                    f"{type(self._env.unwrapped).__name__} cannot reset a subset of its sub-envs "
+                    "(no reset_mask support); reset all of them with reset()"
+                )
+            rows = reset_mask.numpy().astype(bool, copy=True)
+            if not rows.any():
+                return root
+            obs, info, rows_only = self._partial(rows)
+        for path, _, rv in self._obs_views:
+            src = _leaf(obs, path)
+            if rows is None:
+                _copy(rv, src)
+            else:
+                rv[rows] = src if rows_only else np.asarray(src)[rows]
+        for flag in self._root_flags:
+            if rows is None:
+                flag[:] = False
+            else:
+                flag[rows] = False
+        if self._info_views:
+            self._write_info(info, np.ones(self.batch_size, bool) if rows is None else rows, "root")
+        return root
+
+    def _set_seed(self, seed: int | None) -> None:
+        self._seed = seed
+        self._env.action_space.seed(seed)
+
+    def _close(self) -> None:
+        self._env.close()
+
+    @property
+    def env(self) -> Any:
+        """The wrapped gymnasium vector env."""
+        return self._env
+
+
+class GymEnv(GymWrapper):
+    """Build ``gym.make_vec(env_name, num_envs, ...)`` and wrap it.
+
+    Args:
+        env_name: a registered gymnasium id, e.g. ``"CartPole-v1"``.
+        num_envs: number of sub-envs (the batch size is ``(num_envs,)``).
+        vectorization_mode: ``"sync"`` (default), ``"async"`` (one subprocess per sub-env,
+            spawn context; ``close()`` ends them) or ``"vector_entry_point"`` (the env's
+            numpy-vectorised implementation, e.g. CartPole).
+        vector_kwargs: extra arguments of the vector env (sync/async). By default the
+            vector env autoresets in ``SAME_STEP`` mode and does not copy observations
+            (they are copied into our buffers anyway).
+        **kwargs: passed to the env constructor (``gym.make_vec(..., **kwargs)``).
+
+    The other keyword arguments are :class:`GymWrapper`'s.
+
+    Examples:
+        >>> env = GymEnv("CartPole-v1", num_envs=4)
+        >>> env.set_seed(0)
+        4
+        >>> data = env.rollout(10)
+        >>> data["next", "observation"].shape[:1]
+        torch.Size([4])
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        env_name: str,
+        num_envs: int = 1,
+        *,
+        vectorization_mode: str = "sync",
+        vector_kwargs: Mapping[str, Any] | None = None,
+        categorical_action_encoding: bool = True,
+        frame_skip: int = 1,
+        info_keys: Sequence[str] | Mapping[str, TensorSpec] | None = None,
+        device: Any = None,
+        **kwargs: Any,
+    ):
+        import gymnasium as gym
+
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"GymEnv: num_envs must be an int >= 1, received {num_envs!r}")
+        vk = dict(vector_kwargs or {})
+        if vectorization_mode in ("sync", "async"):
+            vk.setdefault("autoreset_mode", gym.vector.AutoresetMode.SAME_STEP)
+            vk.setdefault("copy", False)
+            if vectorization_mode == "async":
+                vk.setdefault("context", "spawn")
+        elif vectorization_mode != "vector_entry_point":
+            raise ValueError(
+                f"GymEnv: vectorization_mode must be 'sync', 'async' or 'vector_entry_point', received {vectorization_mode!r}"
+            )
+        venv = gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=vectorization_mode, vector_kwargs=vk or None, **kwargs)
+        self.env_name = env_name
+        try:
+            super().__init__(
+                venv,
+                categorical_action_encoding=categorical_action_encoding,
+                frame_skip=frame_skip,
+                info_keys=info_keys,
+                device=device,
+            )
+        except BaseException:
+            venv.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"GymEnv({self.env_name!r}, num_envs={self.batch_size[0]}, autoreset_mode={self.autoreset_mode.value})"
+

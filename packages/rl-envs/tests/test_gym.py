@@ -1,0 +1,245 @@
+"""GymEnv / GymWrapper on real gymnasium envs: autoreset modes, seeding, spaces, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+gym = pytest.importorskip("gymnasium")
+
+from rl_envs import (  # noqa: E402
+    Binary,
+    Bounded,
+    Categorical,
+    Composite,
+    GymEnv,
+    GymWrapper,
+    InvalidActionError,
+    MultiCategorical,
+    OneHot,
+    Unbounded,
+)
+
+MODES = [gym.vector.AutoresetMode.SAME_STEP, gym.vector.AutoresetMode.NEXT_STEP, gym.vector.AutoresetMode.DISABLED]
+EPISODE = 5  # TimeLimit: every episode is truncated after 5 steps
+
+
+def _reference(seed: int, actions: np.ndarray) -> tuple[list, list]:
+    """Replay one sub-env alone: its observations and the reset observations it draws."""
+    env = gym.make("CartPole-v1", max_episode_steps=EPISODE)
+    root, _ = env.reset(seed=seed)
+    roots, nexts = [], []
+    for a in actions:
+        roots.append(root)
+        obs, _, term, trunc, _ = env.step(int(a))
+        nexts.append(obs)
+        root = env.reset()[0] if (term or trunc) else obs
+    return roots, nexts
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+def test_truncation_keeps_final_obs_in_every_autoreset_mode(mode):
+    venv = gym.make_vec(
+        "CartPole-v1", num_envs=3, vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": mode}, max_episode_steps=EPISODE,
+    )
+    with GymWrapper(venv) as env:
+        env.set_seed(10)
+        data = env.rollout(12, break_when_any_done=False)
+    assert data["next", "truncated"].sum() >= 3  # each sub-env got truncated at least once
+    assert (data["next", "reward"] == 1).all()  # no reset step (reward 0) in the data
+    for i in range(3):
+        roots, nexts = _reference(10 + i, data["action"][i].numpy())
+        np.testing.assert_allclose(data["observation"][i].numpy(), np.stack(roots), rtol=1e-6)
+        np.testing.assert_allclose(data["next", "observation"][i].numpy(), np.stack(nexts), rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+def test_async_vector_env_keeps_final_obs(mode):
+    venv = gym.make_vec(
+        "CartPole-v1", num_envs=2, vectorization_mode="async",
+        vector_kwargs={"autoreset_mode": mode, "context": "spawn"}, max_episode_steps=EPISODE,
+    )
+    with GymWrapper(venv) as env:
+        env.set_seed(3)
+        data = env.rollout(8, break_when_any_done=False)
+    for i in range(2):
+        roots, nexts = _reference(3 + i, data["action"][i].numpy())
+        np.testing.assert_allclose(data["observation"][i].numpy(), np.stack(roots), rtol=1e-6)
+        np.testing.assert_allclose(data["next", "observation"][i].numpy(), np.stack(nexts), rtol=1e-6)
+    assert venv.closed
+
+
+def test_numpy_vectorised_entry_point_semantics():
+    env = GymEnv("CartPole-v1", num_envs=64, vectorization_mode="vector_entry_point", max_episode_steps=EPISODE)
+    env.set_seed(0)
+    data = env.rollout(12, break_when_any_done=False)
+    done = data["next", "done"][..., 0]
+    assert data["next", "truncated"][:, EPISODE - 1].all()
+    assert (data["next", "reward"] == 1).all()  # the env's reset steps never reach the data
+    cont = ~done[:, :-1]
+    assert torch.equal(data["next", "observation"][:, :-1][cont], data["observation"][:, 1:][cont])
+    after = data["observation"][:, 1:][done[:, :-1]]
+    assert (after.abs() <= 0.05).all()  # reset observations
+    assert data["step_count"].shape if "step_count" in data.keys() else True
+    env.close()
+
+
+def test_next_step_env_without_partial_reset_is_refused():
+    class NoMask(gym.vector.VectorEnv):
+        metadata = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
+
+        def __init__(self):
+            self.num_envs = 2
+            self.single_observation_space = gym.spaces.Box(-1, 1, (2,))
+            self.single_action_space = gym.spaces.Discrete(2)
+            self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, 2)
+            self.action_space = gym.vector.utils.batch_space(self.single_action_space, 2)
+
+    with pytest.raises(ValueError, match="cannot reset a subset"):
+        GymWrapper(NoMask())
+
+
+def test_seeding_is_reproducible():
+    def run(seed):
+        env = GymEnv("CartPole-v1", num_envs=4)
+        env.set_seed(seed)
+        data = env.rollout(30, break_when_any_done=False)
+        env.close()
+        return data
+
+    a, b, c = run(1), run(1), run(2)
+    assert torch.equal(a["observation"], b["observation"]) and torch.equal(a["action"], b["action"])
+    assert torch.equal(a["next", "observation"], b["next", "observation"])
+    assert not torch.equal(a["observation"], c["observation"])
+
+
+def test_fast_path_matches_public_step_and_maybe_reset():
+    fast, public = GymEnv("CartPole-v1", num_envs=4), GymEnv("CartPole-v1", num_envs=4)
+    fast.set_seed(5)
+    public.set_seed(5)
+    gen = torch.Generator().manual_seed(0)
+    actions = [torch.randint(0, 2, (4,), generator=gen) for _ in range(40)]
+    root = fast._fast_reset().clone()
+    td = public.reset()
+    assert torch.equal(root["observation"], td["observation"])
+    for a in actions:
+        nxt, root = fast._fast_step(a)
+        td["action"] = a
+        td, next_root = public.step_and_maybe_reset(td)
+        assert torch.equal(nxt["observation"], td["next", "observation"])
+        assert torch.equal(nxt["done"], td["next", "done"]) and torch.equal(nxt["reward"], td["next", "reward"])
+        assert torch.equal(root["observation"], next_root["observation"])
+        td = next_root
+
+
+def test_specs_from_spaces():
+    space = gym.spaces.Dict({
+        "box": gym.spaces.Box(-1.0, 1.0, (3,), np.float64),
+        "free": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
+        "disc": gym.spaces.Discrete(4),
+        "multi": gym.spaces.MultiDiscrete([2, 5]),
+        "bin": gym.spaces.MultiBinary(3),
+    })
+    from rl_envs._gym_specs import space_to_spec
+
+    spec = space_to_spec(space, torch.Size([8]))
+    assert isinstance(spec, Composite) and spec.shape == (8,)
+    assert isinstance(spec["box"], Bounded) and spec["box"].dtype == torch.float64 and spec["box"].shape == (8, 3)
+    assert isinstance(spec["free"], Unbounded)
+    assert isinstance(spec["disc"], Categorical) and spec["disc"].n == 4 and spec["disc"].shape == (8,)
+    assert isinstance(spec["multi"], MultiCategorical) and spec["multi"].shape == (8, 2)
+    assert isinstance(spec["bin"], Binary) and spec["bin"].dtype == torch.int8
+    onehot = space_to_spec(gym.spaces.Discrete(4), torch.Size([8]), categorical_action_encoding=False)
+    assert isinstance(onehot, OneHot) and onehot.shape == (8, 4)
+    with pytest.raises(TypeError, match="unsupported gymnasium space"):
+        space_to_spec(gym.spaces.Text(5), torch.Size([1]))
+
+
+def test_box_actions_pendulum_and_bad_actions():
+    env = GymEnv("Pendulum-v1", num_envs=2)
+    assert isinstance(env.action_spec, Bounded) and env.action_spec.shape == (2, 1)
+    data = env.rollout(5)
+    assert data["action"].dtype == torch.float32 and data["next", "observation"].shape == (2, 5, 3)
+    td = env.reset()
+    with pytest.raises(InvalidActionError, match=r"'action'.*out of bounds.*5.0"):
+        env.step(td.set("action", torch.full((2, 1), 5.0)))
+    with pytest.raises(InvalidActionError, match=r"'action'.*float32.*received torch.float64"):
+        env.step(td.set("action", torch.zeros(2, 1, dtype=torch.float64)))
+    env.close()
+
+
+def test_discrete_bad_actions_never_cast():
+    env = GymEnv("CartPole-v1", num_envs=2)
+    td = env.reset()
+    with pytest.raises(InvalidActionError, match=r"'action'.*torch.int64.*received torch.float32"):
+        env._fast_step(torch.zeros(2))
+    with pytest.raises(InvalidActionError, match=r"out of range.*not in \[0, 2\)"):
+        env.step(td.set("action", torch.tensor([0, 2])))
+    env.close()
+
+
+def test_one_hot_actions():
+    env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=False)
+    assert isinstance(env.action_spec, OneHot)
+    data = env.rollout(4)
+    assert data["action"].shape[-1] == 2 and (data["action"].sum(-1) == 1).all()
+    env.close()
+
+
+def test_frame_skip_sums_rewards_and_stops_at_episode_end():
+    env = GymEnv("CartPole-v1", num_envs=2, frame_skip=3, max_episode_steps=7)
+    data = env.rollout(6, break_when_any_done=False)
+    rewards = data["next", "reward"][0, :, 0].tolist()
+    assert rewards[:3] == [3.0, 3.0, 1.0]  # 3 + 3 + 1 = 7 steps: truncated inside the third block
+    assert data["next", "truncated"][0, 2, 0]
+    env.close()
+    with pytest.raises(ValueError, match="frame_skip"):
+        GymEnv("CartPole-v1", frame_skip=0)
+
+
+def test_info_keys_exported():
+    from gymnasium.wrappers import TimeAwareObservation  # noqa: F401
+
+    class InfoEnv(gym.Wrapper):
+        def reset(self, **kw):
+            obs, info = self.env.reset(**kw)
+            self.t = 0
+            return obs, {**info, "t": np.float32(self.t)}
+
+        def step(self, action):
+            obs, r, te, tr, info = self.env.step(action)
+            self.t += 1
+            return obs, r, te, tr, {**info, "t": np.float32(self.t)}
+
+    venv = gym.vector.SyncVectorEnv(
+        [lambda: InfoEnv(gym.make("CartPole-v1", max_episode_steps=4)) for _ in range(2)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    env = GymWrapper(venv, info_keys=["t"])
+    assert env.observation_spec["t"].shape == (2,)
+    data = env.rollout(6, break_when_any_done=False)
+    assert data["next", "t"][0].tolist() == [1, 2, 3, 4, 1, 2]  # the final step's info, not the reset's
+    assert data["t"][0].tolist() == [0, 1, 2, 3, 0, 1]
+    with pytest.raises(KeyError, match="not in the reset info"):
+        GymWrapper(gym.make_vec("CartPole-v1", num_envs=1), info_keys=["nope"])
+    env.close()
+
+
+def test_single_env_is_wrapped_with_batch_one():
+    env = GymWrapper(gym.make("CartPole-v1"))
+    assert env.batch_size == (1,)
+    assert env.rollout(3).batch_size[0] == 1
+    env.close()
+
+
+def test_argument_errors():
+    with pytest.raises(ValueError, match="num_envs"):
+        GymEnv("CartPole-v1", num_envs=0)
+    with pytest.raises(ValueError, match="vectorization_mode"):
+        GymEnv("CartPole-v1", vectorization_mode="threads")
+    with pytest.raises(TypeError, match="gymnasium Env or VectorEnv"):
+        GymWrapper(object())
+    with pytest.raises(ValueError, match="device"):
+        GymEnv("CartPole-v1", device="meta")
