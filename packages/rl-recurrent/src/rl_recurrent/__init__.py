@@ -14,6 +14,7 @@ from rl_recurrent._mode import (
     set_recurrent_mode,
 )
 from rl_recurrent._modules import GRUModule, LSTMModule
+from rl_recurrent._rssm import RSSMPosterior, RSSMPrior, RSSMRollout
 from rl_recurrent.exceptions import (
     BackendUnavailableError,
     MissingIsInitError,
@@ -33,6 +34,9 @@ __all__ = [
     "LSTM_STATE_H",
     "MissingIsInitError",
     "MissingRecurrentStateError",
+    "RSSMPosterior",
+    "RSSMPrior",
+    "RSSMRollout",
     "RecurrentError",
     "__version__",
     "recurrent_matmul_precision",
