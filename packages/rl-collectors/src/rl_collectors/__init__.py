@@ -1,4 +1,4 @@
-"""Data collectors (single, multi-process) and weight synchronisation.
+"""Data collectors (single, multi-process, Ray) and weight synchronisation.
 
 ``Collector`` steps one batched env with a policy into preallocated ``[*B, T]``
 batches; ``MultiSyncCollector`` / ``MultiAsyncCollector`` / ``AsyncCollector`` run
@@ -16,6 +16,8 @@ from rl_collectors._multi import (
     MultiSyncCollector,
 )
 from rl_collectors._options import CollectorOptions
+from rl_collectors._ray import RayCollector
+from rl_collectors._ray_weight_sync import RayWeightUpdater
 from rl_collectors._traj import TrajCounter, split_trajectories
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
 
@@ -30,6 +32,8 @@ __all__ = [
     "MultiAsyncCollector",
     "MultiCollector",
     "MultiSyncCollector",
+    "RayCollector",
+    "RayWeightUpdater",
     "TrajCounter",
     "WorkerError",
     "__version__",
