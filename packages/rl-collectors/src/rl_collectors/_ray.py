@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -36,9 +35,9 @@ from tensordict import TensorDictBase
 from rl_collectors._collector import Collector
 from rl_collectors._options import CollectorOptions
 from rl_collectors._profiling import make_profile_config
-from rl_collectors._ray_weight_sync import RayWeightsReader, RayWeightUpdater, import_ray
-from rl_collectors._traj import TrajCounter, split_trajectories
-from rl_collectors._worker import _resolve
+from rl_collectors._ray_actor import CollectorActor
+from rl_collectors._ray_weight_sync import RayWeightUpdater, import_ray
+from rl_collectors._traj import split_trajectories
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
 from rl_collectors.weight_sync import weights_of
 
@@ -51,53 +50,6 @@ DEFAULT_REMOTE_CONFIG = {"num_cpus": 1}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _START_HINT = (" (actors start a Python process and import torch; under `uv run`, Ray may rebuild the "
                "environment for them: set RAY_ENABLE_UV_RUN_RUNTIME_ENV=0, see docs/distributed.md)")
-
-
-class CollectorActor:
-    """The object each Ray actor hosts: one collector and the commands it answers.
-
-    A plain class: :class:`RayCollector` wraps it with ``ray.remote`` at start-up, so
-    importing this module does not import Ray.
-    """
-
-    def __init__(self, collector_class: Any, create_env_fn: Any, policy: Any, frames_per_batch: int,
-                 kwargs: dict[str, Any], actor_idx: int, num_actors: int) -> None:
-        self.idx = actor_idx
-        self.collector = c = collector_class(create_env_fn, policy, frames_per_batch=frames_per_batch,
-                                             total_frames=-1, **kwargs)
-        if hasattr(c, "_init_profiling"):
-            c._init_profiling(actor_idx)
-        if isinstance(getattr(c, "_traj", None), TrajCounter):  # ids k * num_actors + idx
-            c._traj = TrajCounter(c._traj.num_rows, stride=num_actors, offset=actor_idx)
-        self.reader = RayWeightsReader()
-
-    def ready(self) -> dict[str, Any]:
-        """Where this actor runs and how many sub-envs its env has."""
-        ray = import_ray()
-        env = self.collector.env
-        return {"idx": self.idx, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
-                "num_rows": env.batch_size.numel(), "batch_dims": len(env.batch_size)}
-
-    def collect(self, steps: int, latest: tuple[Any, int] | None) -> TensorDictBase:
-        """Pull newer weights, then collect ``steps`` steps and return the batch."""
-        c = self.collector
-        self.reader.pull(c, latest)
-        if not hasattr(c, "_collect"):  # a collector class without the step-count hook
-            return c.rollout()
-        view = c._collect(steps)
-        return view if view.batch_size[-1] == c.steps else view.clone()  # Ray serialises it
-
-    def map_fn(self, name: Any, args: tuple) -> Any:
-        return _resolve(self.collector, name)(*args)
-
-    def enable_profile(self, config: ProfileConfig) -> None:
-        self.collector.enable_profile(config=config)
-
-    def disable_profile(self) -> str | None:
-        return self.collector.disable_profile()
-
-    def timing(self) -> Timing:
-        return self.collector.timing
 
 
 def _release(ray: Any, actors: list[Any], started_ray: list[bool]) -> None:
