@@ -167,8 +167,14 @@ class SliceSampler(Sampler):
         return storage.valid_flat(compact), {IS_INIT: is_first, _SLICE_END: is_last}
 
     def annotate(self, sample: TensorDictBase, info: dict) -> None:
-        """Mark slice starts in ``"is_init"`` and slice ends in truncated/done."""
-        _or_into(sample, IS_INIT, info[IS_INIT], create=True)
+        """Mark slice ends in truncated/done; add ``"is_init"`` at slice starts if absent.
+
+        A stored ``"is_init"`` is left as it is: a slice that starts mid-trajectory must
+        keep its stored recurrent state, which a recurrent module would zero where
+        ``is_init`` is set. Data without ``"is_init"`` gets it on each slice's first step.
+        """
+        if IS_INIT not in sample.keys(True):
+            _or_into(sample, IS_INIT, info[IS_INIT], create=True)
         if TRUNCATED in sample.keys(True):
             _or_into(sample, TRUNCATED, info[_SLICE_END], create=False)
             _or_into(sample, DONE, info[_SLICE_END], create=False)

@@ -1,0 +1,53 @@
+"""Shared fixtures of the cross-package integration tests."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+
+def _shm_entries() -> set[str]:
+    try:
+        return set(os.listdir("/dev/shm"))
+    except OSError:  # no /dev/shm on this platform
+        return set()
+
+
+def _interpreter_service(proc: psutil.Process) -> bool:
+    """multiprocessing's resource tracker: started with the first spawned process, it lives
+    as long as the interpreter by design (it is what unlinks leaked segments at exit)."""
+    try:
+        return any("resource_tracker" in part for part in proc.cmdline())
+    except psutil.Error:
+        return True  # gone meanwhile
+
+
+@pytest.fixture
+def no_leaks() -> Iterator[None]:
+    """Fail if the test leaves child processes or new /dev/shm segments behind."""
+    me = psutil.Process()
+    children_before = {p.pid for p in me.children(recursive=True)}
+    shm_before = _shm_entries()
+    yield
+    deadline = time.monotonic() + 10.0
+    while True:
+        alive = [
+            p
+            for p in me.children(recursive=True)
+            if p.pid not in children_before and p.is_running()
+        ]
+        alive = [
+            p for p in alive if p.status() != psutil.STATUS_ZOMBIE and not _interpreter_service(p)
+        ]
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not alive, f"child processes left behind: {[(p.pid, p.cmdline()) for p in alive]}"
+    leaked = {
+        name for name in _shm_entries() - shm_before if name.startswith(("torch_", "psm_", "rl_"))
+    }
+    assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"
