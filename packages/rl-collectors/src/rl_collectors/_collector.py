@@ -16,7 +16,7 @@ from rl_collectors._options import CollectorOptions
 from rl_collectors._policy import exploration_context, find_outputs, prepare_policy
 from rl_collectors._profiling import ProfilingMixin
 from rl_collectors._strategies import DevicePolicyActor, PolicyActor, TrajectoryLimit
-from rl_collectors._traj import TrajCounter, split_trajectories
+from rl_collectors._traj import TrajCounter
 from rl_collectors.exceptions import CollectorClosedError
 from rl_collectors.weight_sync import VanillaWeightUpdater, WeightUpdaterBase
 
@@ -229,21 +229,8 @@ class Collector(ProfilingMixin):
             opts = self.options
             # a replay buffer copies what it stores: hand it the view unless postproc may edit it
             no_copy = opts.replay_buffer is not None and opts.postproc is None
-            yield self._deliver(view if no_copy else view.clone())
+            yield self.options.deliver(view if no_copy else view.clone())
 
-    def _deliver(self, batch: TensorDictBase) -> TensorDictBase | None:
-        """Apply ``split_trajs``, ``postproc``, ``post_collect_hook`` and ``replay_buffer``."""
-        opts = self.options
-        if opts.split_trajs:
-            batch = split_trajectories(batch)
-        if opts.postproc is not None:
-            batch = opts.postproc(batch)
-        if opts.post_collect_hook is not None:
-            opts.post_collect_hook(batch)
-        if opts.replay_buffer is None:
-            return batch
-        opts.replay_buffer.extend(batch)
-        return None
 
     # -- weights, seeds, state -----------------------------------------------------------
     @profiled("Collector.update_policy_weights_")

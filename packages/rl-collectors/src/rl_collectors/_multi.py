@@ -143,27 +143,13 @@ class MultiCollector:
         try:
             for batch in self._schedule.batches():
                 self.frames += batch.numel()
-                yield self._deliver(batch)
+                yield self.options.deliver(batch)
                 if self.update_at_each_batch:
                     self.update_policy_weights_()
         except WorkerError:
             self.shutdown()
             raise
 
-    def _deliver(self, batch: TensorDictBase) -> TensorDictBase | None:
-        from rl_collectors._traj import split_trajectories
-
-        opts = self.options
-        if opts.split_trajs:
-            batch = split_trajectories(batch)
-        if opts.postproc is not None:
-            batch = opts.postproc(batch)
-        if opts.post_collect_hook is not None:
-            opts.post_collect_hook(batch)
-        if opts.replay_buffer is None:
-            return batch
-        opts.replay_buffer.extend(batch)
-        return None
 
     def remaining_frames(self) -> int | None:
         """Frames still to collect, ``None`` for an endless collector."""

@@ -88,6 +88,25 @@ class CollectorOptions:
                 f"replay_buffer: expected an object with extend(batch), got {type(self.replay_buffer).__name__}"
             )
 
+    def deliver(self, batch: Any) -> Any:
+        """Apply ``split_trajs``, ``postproc``, ``post_collect_hook`` and ``replay_buffer``.
+
+        Every collector hands each batch through here: it returns the batch to yield, or
+        ``None`` when a replay buffer took it.
+        """
+        from rl_collectors._traj import split_trajectories
+
+        if self.split_trajs:
+            batch = split_trajectories(batch)
+        if self.postproc is not None:
+            batch = self.postproc(batch)
+        if self.post_collect_hook is not None:
+            self.post_collect_hook(batch)
+        if self.replay_buffer is None:
+            return batch
+        self.replay_buffer.extend(batch)
+        return None
+
     @staticmethod
     def check_frames(frames_per_batch: Any, total_frames: Any, num_rows: int) -> None:
         """Validate ``frames_per_batch``/``total_frames`` for ``num_rows`` sub-envs (x workers)."""

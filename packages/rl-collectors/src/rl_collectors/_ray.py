@@ -37,7 +37,6 @@ from rl_collectors._options import CollectorOptions
 from rl_collectors._profiling import make_profile_config
 from rl_collectors._ray_actor import CollectorActor
 from rl_collectors._ray_weight_sync import RayWeightUpdater, import_ray
-from rl_collectors._traj import split_trajectories
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
 from rl_collectors.weight_sync import weights_of
 
@@ -293,7 +292,7 @@ class RayCollector:
         try:
             for batch in self._sync_batches() if self.sync else self._async_batches():
                 self.frames += batch.numel()
-                yield self._deliver(batch)
+                yield self.options.deliver(batch)
                 if self.update_after_each_batch and self.weight_updater is not None:
                     self.update_policy_weights_()
         except WorkerError:
@@ -338,18 +337,6 @@ class RayCollector:
                 self._launch(idx, steps)
             yield batch
 
-    def _deliver(self, batch: TensorDictBase) -> TensorDictBase | None:
-        opts = self.options
-        if opts.split_trajs:
-            batch = split_trajectories(batch)
-        if opts.postproc is not None:
-            batch = opts.postproc(batch)
-        if opts.post_collect_hook is not None:
-            opts.post_collect_hook(batch)
-        if opts.replay_buffer is None:
-            return batch
-        opts.replay_buffer.extend(batch)
-        return None
 
     def remaining_frames(self) -> int | None:
         """Frames still to collect, ``None`` for an endless collector."""
