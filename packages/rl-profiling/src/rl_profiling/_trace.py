@@ -44,7 +44,7 @@ CATEGORIES: dict[str, tuple[str, str, re.Pattern[str]]] = {
     ),
     "policy": (
         "policy inference",
-        "docs/performance.md",
+        "docs/performance/index.md",
         re.compile(r"^\w*Collector\.policy|^\w*(Policy|Actor)\w*\."),
     ),
     "storage": (
@@ -143,7 +143,7 @@ class TraceSummary:
             return CATEGORIES[key][0], CATEGORIES[key][1]
         if any(r.name == "Collector.rollout" for r in self.ranges):
             return "other", "docs/collectors.md"
-        return "other", "docs/performance.md"
+        return "other", "docs/performance/index.md"
 
 
 def load_trace_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
