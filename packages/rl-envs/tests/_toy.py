@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDict
-
 from rl_envs import Bounded, Categorical, Composite, EnvBase, Unbounded
+from tensordict import TensorDict
 
 
 class CountEnv(EnvBase):

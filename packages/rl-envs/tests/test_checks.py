@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
-
 from rl_envs import Bounded, SpecError, check_env_specs
+from tensordict import TensorDict
 
 from ._toy import CountEnv
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
-
 from rl_envs import EnvClosedError, InvalidActionError, RandomPolicy
 from rl_envs._env import ACTION_CHECK_STEPS
+from tensordict import TensorDict
 
 from ._toy import CountEnv
 
@@ -63,7 +62,7 @@ def test_step_then_partial_reset_through_reset_key():
     root["_reset"] = td["next", "done"].clone()
     out = env.reset(root)
     assert out["observation"][:, 0].tolist() == [0, 3, 3]
-    assert "_reset" not in out.keys()
+    assert "_reset" not in out
     # a reset of a sub-env that is not done really resets it
     out["_reset"] = torch.tensor([False, True, False])
     out2 = env.reset(out)

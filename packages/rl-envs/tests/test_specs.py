@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
-
 from rl_envs import (
     Binary,
     Bounded,
@@ -16,6 +14,7 @@ from rl_envs import (
     SpecError,
     Unbounded,
 )
+from tensordict import TensorDict
 
 LEAVES = [
     Unbounded((4, 3)),

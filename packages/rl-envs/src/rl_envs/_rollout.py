@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import mmap
+import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,7 +17,6 @@ from tensordict import TensorDictBase
 
 from rl_envs._buffers import np_view
 from rl_envs._keys import DONE, DONE_KEYS, NEXT, TERMINATED, TRUNCATED
-from rl_envs._specs import Bounded, Categorical, TensorSpec
 
 if TYPE_CHECKING:
     from rl_envs._env import EnvBase
@@ -24,23 +24,35 @@ if TYPE_CHECKING:
 __all__ = ["alloc_time_last", "run_rollout"]
 
 
-HUGE_PAGE_MIN_BYTES = 2 << 20
-"""CPU leaves at least this big are mapped with ``MADV_HUGEPAGE`` (Linux)."""
+POOL_MIN_BYTES = 256 << 10
+"""CPU leaves at least this big come from the mapping pool below (Linux)."""
+POOL_MAX_BYTES = 1 << 30
+"""Upper bound on the memory the pool keeps mapped for reuse."""
+_POOL: dict[int, list[mmap.mmap]] = {}
 
 
 def empty_cpu(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
-    """``torch.empty`` on the CPU, backed by transparent huge pages when large.
+    """``torch.empty`` on the CPU; large leaves reuse pooled, already-faulted mappings.
 
     A rollout writes fresh memory, and first-touch page faults dominate its cost for big
-    batches (4096 envs: ~4 us per 4 KiB page here, ~3x the strided writes themselves).
-    One anonymous ``mmap`` per leaf (its own storage, so pickling a leaf never drags in
-    the others) advised ``MADV_HUGEPAGE`` faults 512x less often.
+    batches (4096 envs: ~4 us per 4 KiB page on the test VM, several times the writes
+    themselves). Large leaves get their own anonymous ``mmap`` (advised
+    ``MADV_HUGEPAGE``; one per leaf, so pickling a leaf never drags in the others), and
+    the mapping is kept in a small pool: once every tensor using it is gone (its only
+    reference is the pool's), the next rollout of the same size reuses it, faults and
+    all already paid. The pool keeps at most ``POOL_MAX_BYTES`` mapped.
     """
     nbytes = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
-    if nbytes < HUGE_PAGE_MIN_BYTES or not hasattr(mmap, "MADV_HUGEPAGE"):
+    if nbytes < POOL_MIN_BYTES or not hasattr(mmap, "MADV_HUGEPAGE"):
         return torch.empty(shape, dtype=dtype)
+    bucket = _POOL.setdefault(nbytes, [])
+    for mm in bucket:
+        if sys.getrefcount(mm) <= 3:  # the bucket, the loop variable, getrefcount's argument
+            return torch.frombuffer(mm, dtype=dtype).view(shape)
     mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     mm.madvise(mmap.MADV_HUGEPAGE)
+    if sum(len(b) * n for n, b in _POOL.items()) + nbytes <= POOL_MAX_BYTES:
+        bucket.append(mm)
     return torch.frombuffer(mm, dtype=dtype).view(shape)  # the tensor keeps ``mm`` alive
 
 
@@ -122,65 +134,52 @@ def _finish(storage: TensorDictBase, t_end: int, steps: int, nxt: TensorDictBase
     return storage, done
 
 
-def _rand_fn(spec: Any, gen: torch.Generator) -> tuple[Any, torch.Tensor | None]:
-    """A zero-argument callable drawing a random action, and the tensor it fills.
+def _bulk_actions(env: EnvBase, steps: int, storage: TensorDictBase, nb: int) -> tuple[Any, torch.Tensor] | None:
+    """Draw every random action of the rollout in ONE call, straight into the storage.
 
-    For a CPU ``Categorical`` or finite ``Bounded`` spec the draw is done by numpy (seeded
-    from the env's generator) into ONE reused tensor: no torch call per step (a torch call
-    right after an env step costs several us here: its code is cold), and the env sees the
-    same, already validated tensor each step. Otherwise ``spec.rand``.
+    Returns ``(per_step_source, reused_tensor)``: each step copies row ``t`` into one
+    reused action tensor (the env sees the same, already validated tensor: no torch call
+    per step; a small op right after an env step costs several us here, its code being
+    cold). ``None`` when not applicable (composite or non-CPU action spec).
     """
-    cpu = spec.device.type == "cpu" and isinstance(spec, TensorSpec)
-    if cpu and type(spec) in (Categorical, Bounded):
-        out = torch.empty(spec.shape, dtype=spec.dtype)
-        view = out.numpy()
-        rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=gen)))
-        if type(spec) is Categorical:
-            n, shape = spec.n, tuple(spec.shape)
-
-            def draw() -> torch.Tensor:
-                np.copyto(view, rng.integers(0, n, shape))
-                return out
-
-            return draw, out
-        low, high = spec.low.numpy(), spec.high.numpy()
-        if spec.dtype.is_floating_point and np.isfinite(low).all() and np.isfinite(high).all():
-            span, shape = high - low, tuple(spec.shape)
-
-            def draw_box() -> torch.Tensor:
-                np.copyto(view, low + span * rng.random(shape, dtype=view.dtype))
-                return out
-
-            return draw_box, out
-    return functools.partial(spec.rand, generator=gen), None
+    if len(env.action_keys) != 1 or env.device.type != "cpu":
+        return None
+    spec = env.action_spec
+    draws = spec.rand((steps,), generator=env._rng)  # [T, *B, *event]
+    dst = storage.get(env.action_key)
+    dst.copy_(draws.movedim(0, nb))
+    out = torch.empty_like(draws[0])
+    return draws.numpy(), out
 
 
 def _random_loop(env: EnvBase, steps: int, brk: bool, template: TensorDictBase) -> tuple[TensorDictBase, torch.Tensor]:
     root, nxt = env._buffers()
     nb = len(env.batch_size)
-    storage = alloc_time_last(template, steps)
     flags = [k for k in DONE_KEYS if k in root]
-    for k in flags:  # a root is never finished: its done flags are False, written once
-        storage.get(k).zero_()
-    single = len(env.action_keys) == 1
-    rand, reused = _rand_fn(env.action_spec if single else env.full_action_spec, env._rng)
+    storage = alloc_time_last(template.exclude(*flags), steps)
+    for k in flags:  # a root is never finished: its done flags are False. calloc'd zeros
+        shape = (*env.batch_size, steps, *root.get(k).shape[nb:])  # cost no page touch
+        storage.set(k, torch.from_numpy(np.zeros(shape, dtype=bool)).to(root.get(k).device))
     root_src, step = root.exclude(*flags), env._fast_step
     root_pairs = [_wide(np_view(storage.get(k)), np_view(root_src.get(k)), nb) for k in root_src.keys(True, True)]
     # ``done`` is ``terminated | truncated`` (an EnvBase invariant): computed once at the end
     derive_done = all(k in nxt for k in DONE_KEYS)
     next_src = nxt.exclude(DONE) if derive_done else nxt
     next_pairs = [_wide(np_view(storage.get((NEXT, *_tup(k)))), np_view(next_src.get(k)), nb) for k in next_src.keys(True, True)]
-    act_dst, act_src = _wide(np_view(storage.get(env.action_key)), None if reused is None else reused.numpy(), nb) if single else (None, None)
-    numpy_ok = act_dst is not None and all(d is not None and s is not None for d, s in root_pairs + next_pairs)
+    bulk = _bulk_actions(env, steps, storage, nb)
+    numpy_ok = bulk is not None and all(d is not None and s is not None for d, s in root_pairs + next_pairs)
     if not numpy_ok:
+        single = len(env.action_keys) == 1
+        rand = functools.partial((env.action_spec if single else env.full_action_spec).rand, generator=env._rng)
         return _random_loop_torch(env, steps, brk, storage, root_src, rand)
+    draws, action = bulk
+    act_view = action.numpy()
     done_np, pre, t_end = np_view(nxt.get(DONE)), (slice(None),) * nb, steps
     for t in range(steps):
         idx = (*pre, t)
         for d, s in root_pairs:
             d[idx] = s
-        action = rand()
-        act_dst[idx] = action.numpy() if act_src is None else act_src
+        np.copyto(act_view, draws[t])
         step(action)
         for d, s in next_pairs:
             d[idx] = s
