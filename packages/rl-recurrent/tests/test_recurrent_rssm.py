@@ -161,11 +161,17 @@ MODES = {
         "compile_step": True,
         "compile_options": {"backend": "aot_eager"},
     },
+    # The default backend: inductor lowers scan to a while_loop and generates C++ for the
+    # step (tens of seconds of compilation on a 2-core CPU, hence the longer timeout).
+    "scan_inductor": {"use_scan": True, "compile_step": True},
 }
+_SLOW_MODES = {"scan_inductor"}
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize(
+    "mode",
+    [pytest.param(m, marks=pytest.mark.timeout(600 if m in _SLOW_MODES else 300)) for m in MODES],
+)
 def test_modes_match_the_loop_in_values_and_gradients(mode):
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()

@@ -217,7 +217,12 @@ class RSSMRollout(TensorDictModuleBase):
             target = self.rollout_tensors if self.use_scan else self.step
             self._compiled = torch.compile(target, **self.compile_options)
         if self.use_scan:
-            return self._compiled(init, xs, time_dim)
+            # Inductor lowers scan to a while_loop whose body reads the loop index with
+            # .item(); without capture_scalar_outputs its fake-tensor tracing raises
+            # DataDependentOutputException (torch 2.15). The flag only lets .item()
+            # become a symbolic integer while tracing; it changes no numbers.
+            with torch._dynamo.config.patch(capture_scalar_outputs=True):
+                return self._compiled(init, xs, time_dim)
         return self._loop(init, xs, time_dim, self._compiled)
 
     def _inputs(
