@@ -8,16 +8,23 @@ Usage::
 Each ``bench_<name>.py`` exposes ``run() -> list[dict]``; a row holds ``figure``,
 ``value``, ``unit``, ``limit`` (the reference measured in the same run, or the target)
 and ``ratio`` (its direction is stated in the figure's name). The rows are printed as
-one table and written to ``benchmarks/results/latest.json`` with the machine's details.
+one table and written to ``benchmarks/results/latest.json`` with the machine's details,
+the versions of Python, torch, tensordict, gymnasium, numpy and each rl-* package, the
+command line and the git commit; the docs quote that file through
+``tools/mkdocs_hooks/bench_tables.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.metadata
 import importlib.util
 import json
 import os
 import platform
+import shlex
+import subprocess
 import sys
 import time
 import traceback
@@ -25,6 +32,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "latest.json"
+THIRD_PARTY = ("torch", "tensordict", "gymnasium", "numpy")
+OURS = ("rl_profiling", "rl_envs", "rl_collectors", "rl_replay", "rl_objectives", "rl_recurrent")
 
 
 def _load(path: Path):
@@ -41,6 +50,48 @@ def _select(names: list[str]) -> list[Path]:
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; expected some of {sorted(found)}")
     return [found[n] for n in names] if names else list(found.values())
+
+
+def versions() -> dict[str, str]:
+    """Python, the third-party libraries and each rl-* package's ``__version__`` (or why not)."""
+    found = {"python": platform.python_version()}
+    for name in THIRD_PARTY:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    for module in OURS:
+        try:
+            found[module.replace("_", "-")] = importlib.import_module(module).__version__
+        except ImportError:
+            found[module.replace("_", "-")] = "not installed"
+    return found
+
+
+def _git(*args: str) -> str:
+    out = subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=10, check=True)
+    return out.stdout.strip()
+
+
+def _git_commit() -> str | None:
+    """The checkout's commit, with ``-dirty`` when files differ from it; None without git."""
+    try:
+        return _git("rev-parse", "--short=12", "HEAD") + ("-dirty" if _git("status", "--porcelain") else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def metadata() -> dict:
+    """What the docs stamp beside the figures: time, machine, versions, command, commit."""
+    return {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "machine": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()},
+        "versions": versions(),
+        # the interpreter's own path says little; "python" + the arguments it was given
+        "command": shlex.join(["python", *sys.orig_argv[1:]]),
+        "argv": sys.orig_argv,
+        "git_commit": _git_commit(),
+    }
 
 
 def _fmt(x: object) -> str:
@@ -79,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}] done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     print_table(rows)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    machine = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
-    RESULTS.write_text(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine, "rows": rows}, indent=2))
+    RESULTS.write_text(json.dumps({**metadata(), "rows": rows}, indent=2))
     print(f"\nwrote {RESULTS.relative_to(HERE.parent)}")
     if failures:
         print(f"failed: {failures}", file=sys.stderr)

@@ -1,0 +1,144 @@
+"""The docs' build hooks (``tools/mkdocs_hooks/``) and the results file they quote.
+
+- ``bench_tables``: markers expand from the committed ``benchmarks/results/latest.json``
+  (with or without recorded versions), every marker of the performance pages resolves, and
+  a wrong marker fails the build with a message that names what exists;
+- ``benchmarks/run.py`` records the versions, the command and the commit;
+- ``vendored_mermaid``: the pinned script goes before the theme bundle on diagram pages only.
+"""
+
+from __future__ import annotations
+
+import copy
+import doctest
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from mkdocs.exceptions import PluginError
+
+ROOT = Path(__file__).resolve().parents[1]
+HOOKS = ROOT / "tools" / "mkdocs_hooks"
+RESULTS = ROOT / "benchmarks" / "results" / "latest.json"
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench_tables = _load(HOOKS / "bench_tables.py", "_docs_hook_bench_tables")
+vendored_mermaid = _load(HOOKS / "vendored_mermaid.py", "_docs_hook_vendored_mermaid")
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    return bench_tables.load_results(RESULTS)
+
+
+def test_hook_docstring_examples_run():
+    for module in (bench_tables, vendored_mermaid):
+        outcome = doctest.testmod(module)
+        assert outcome.failed == 0, f"{module.__name__}: {outcome}"
+
+
+def test_table_has_every_row_of_the_bench_and_a_stamp(results: dict):
+    for bench in sorted({r["bench"] for r in results["rows"]}):
+        rows = [r for r in results["rows"] if r["bench"] == bench]
+        out = bench_tables.expand(f"before\n\n<!-- bench: {bench} -->\n\nafter", results, "page.md")
+        body = [line for line in out.splitlines() if line.startswith("| ")][2:]  # header, rule
+        assert len(body) == len(rows), f"{bench}: {len(body)} table rows for {len(rows)} results"
+        assert body[0].split(" | ")[1] == bench_tables.fmt_number(rows[0]["value"]), body[0]
+        assert out.startswith("before") and out.rstrip().endswith("after")
+        assert f"Measured {results['time']}" in out
+
+
+def test_stamp_without_and_with_recorded_versions(results: dict):
+    old = {k: v for k, v in results.items() if k not in ("versions", "command", "git_commit")}
+    stamp = bench_tables.stamp(old)
+    assert "versions not recorded" in stamp and "command not recorded" in stamp
+    new = copy.deepcopy(old)
+    new.update(versions={"torch": "2.15.0", "rl-envs": "0.1.0"}, command="python benchmarks/run.py",
+               git_commit="abc123")
+    stamp = bench_tables.stamp(new)
+    assert "rl-envs 0.1.0, torch 2.15.0" in stamp and "`python benchmarks/run.py`" in stamp
+    assert "`abc123`" in stamp and "not recorded" not in stamp
+
+
+def test_value_and_ratio_markers(results: dict):
+    row = results["rows"][0]
+    marker = f'<!-- bench-value: {row["bench"]} "{row["figure"]}" --> and <!-- bench-ratio: {row["bench"]} "{row["figure"]}" -->'
+    out = bench_tables.expand(marker, results, "page.md")
+    assert out == f"{bench_tables.fmt_number(row['value'])} {row['unit']} and {bench_tables.fmt_number(row['ratio'])}"
+
+
+def test_match_keeps_only_matching_figures(results: dict):
+    out = bench_tables.expand('<!-- bench: replay match="@100k" -->', results, "p.md")
+    figures = [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| ")][2:]
+    assert figures and all("@100k" in f for f in figures)
+
+
+def test_figure_text_is_literal_in_the_table():
+    results = {"time": "t", "rows": [{"bench": "b", "figure": "with <a x>: GymEnv._fast_step | *y*",
+                                      "value": 1.0, "unit": "ns", "limit": 1.0, "ratio": 1.0}]}
+    out = bench_tables.expand("<!-- bench: b -->", results, "p.md")
+    assert r"with &lt;a x&gt;: GymEnv.\_fast\_step \| \*y\*" in out
+
+
+def test_wrong_markers_fail_with_what_exists(results: dict):
+    with pytest.raises(PluginError, match=r"p\.md: bench 'nope' has no row .*'replay'"):
+        bench_tables.expand("<!-- bench: nope -->", results, "p.md")
+    with pytest.raises(PluginError, match="has 0 rows named 'nope', expected exactly one"):
+        bench_tables.expand('<!-- bench-value: replay "nope" -->', results, "p.md")
+    with pytest.raises(PluginError, match="no figure of bench 'replay' contains 'zzz'"):
+        bench_tables.expand('<!-- bench: replay match="zzz" -->', results, "p.md")
+
+
+def test_missing_or_bad_results_file(tmp_path: Path):
+    with pytest.raises(PluginError, match="not found: run `uv run python benchmarks/run.py`"):
+        bench_tables.load_results(tmp_path / "latest.json")
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(PluginError, match="expected an object with a 'rows' list"):
+        bench_tables.load_results(tmp_path / "bad.json")
+
+
+def test_performance_pages_quote_the_results_through_markers(results: dict):
+    pages = sorted((ROOT / "docs" / "performance").glob("*.md"))
+    markers = 0
+    for page in pages:
+        text = page.read_text()
+        markers += len(bench_tables.TABLE.findall(text)) + len(bench_tables.VALUE.findall(text))
+        out = bench_tables.expand(text, results, page.name)  # raises on a marker that does not resolve
+        assert "<!-- bench" not in out.replace("<!-- bench: ... -->", "").replace("<!-- bench-value: ... -->", "")
+    assert markers >= 10, f"only {markers} bench markers in docs/performance/"
+
+
+def test_run_records_versions_command_and_commit():
+    run = _load(ROOT / "benchmarks" / "run.py", "_bench_runner")
+    meta = run.metadata()
+    assert set(meta) >= {"time", "machine", "versions", "command", "argv", "git_commit"}
+    for module in run.OURS:
+        assert meta["versions"][module.replace("_", "-")] == importlib.import_module(module).__version__
+    for name in ("python", "torch", "tensordict", "gymnasium", "numpy"):
+        assert re.fullmatch(r"\d+\.\d+.*", meta["versions"][name]), (name, meta["versions"][name])
+    assert meta["command"].startswith("python ") and meta["argv"] == sys.orig_argv
+    stamp = bench_tables.stamp(json.loads(json.dumps({**meta, "rows": []})))
+    assert "not recorded" not in stamp and "rl-replay " in stamp
+
+
+def test_mermaid_script_only_on_pages_with_a_diagram():
+    bundle = '<script src="../../assets/javascripts/bundle.a5f9d56c.min.js"></script>'
+    page = f'<body><pre class="mermaid"><code>graph TD</code></pre>{bundle}</body>'
+    out = vendored_mermaid.add_script(page, "p.md")
+    assert f'<script src="../../{vendored_mermaid.MERMAID}"></script>\n{bundle}' in out
+    plain = f"<body><p>no diagram</p>{bundle}</body>"
+    assert vendored_mermaid.add_script(plain, "p.md") == plain
+    with pytest.raises(PluginError, match="no mkdocs-material bundle"):
+        vendored_mermaid.add_script('<pre class="mermaid">x</pre>', "p.md")
+    assert (ROOT / "docs" / vendored_mermaid.MERMAID).is_file()
