@@ -188,7 +188,11 @@ def test_soft_and_hard_updates_move_targets():
 
 
 def test_compiled_loss_equals_eager():
+    # aot_eager, not inductor: see test_compiled_estimators_have_no_graph_break_and_match_eager
+    from torch._dynamo.utils import counters
+
     torch._dynamo.reset()
+    counters.clear()
     actor, critic = _actor(), _critic()
     loss = ClipPPOLoss(actor, critic)
     td = _rollout(2, 8)
@@ -201,3 +205,4 @@ def test_compiled_loss_equals_eager():
     assert compiled.compiled is not None
     for key in ("loss_objective", "loss_critic", "loss_entropy", "ESS"):
         torch.testing.assert_close(got[key], eager[key])
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])

@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 
 from rl_objectives.value._checks import as_bool, check_same_shape, check_time_dim, coefficient
-from rl_objectives.value._scan import reverse_linear_scan
+from rl_objectives.value._scan import needs_graph, reverse_linear_scan, scan_time_major_
+from rl_objectives.value._time_major import (
+    from_time_major,
+    mask_to_time_major,
+    scan_buffer,
+    to_time_major,
+)
 
 __all__ = ["generalized_advantage_estimate", "vec_generalized_advantage_estimate"]
 
@@ -37,6 +43,29 @@ def _td_error(gamma, state_value, next_state_value, reward, terminated):
     else:
         delta = torch.addcmul(reward, gamma, bootstrap)
     return delta.sub_(state_value)
+
+
+def _gae_time_major(gamma, lmbda, state_value, next_state_value, reward, done, terminated,
+                    time_dim):
+    """The eager path without autograd: terms built straight into the scan's buffers.
+
+    Three fresh ``[*B, T, *F]`` tensors in all: ``value_target`` holds the TD error, then
+    (unpadded) the discounts, then the result; a time-major buffer holds the TD error,
+    then the solution; ``advantage``. Masks are read as uint8 (see ``_time_major``).
+    """
+    steps = reward.shape[time_dim]
+    value_target = torch.sub(reward, state_value)
+    bootstrap = terminated.logical_not().view(torch.uint8)
+    if isinstance(gamma, float):
+        value_target.addcmul_(next_state_value, bootstrap, value=gamma)
+    else:
+        value_target.addcmul_(torch.mul(next_state_value, bootstrap), gamma)
+    b_buf = scan_buffer(value_target, time_dim)
+    to_time_major(value_target, time_dim, b_buf[:steps])  # the TD error delta_t
+    a_buf = scan_buffer(value_target, time_dim, spare=value_target)
+    mask_to_time_major(done.logical_not(), gamma * lmbda, time_dim, a_buf[:steps])
+    advantage = from_time_major(scan_time_major_(a_buf, b_buf, steps), reward, time_dim)
+    return advantage, torch.add(advantage, state_value, out=value_target)
 
 
 def generalized_advantage_estimate(
@@ -113,9 +142,11 @@ def vec_generalized_advantage_estimate(
     """GAE without a loop over time steps; equal to :func:`generalized_advantage_estimate`.
 
     Same equations, arguments and shapes as :func:`generalized_advantage_estimate`. The
-    recurrence ``A_t = delta_t + gamma lmbda (1 - d_t) A_{t+1}`` is solved by a chunked,
-    log-depth scan that only multiplies and adds (no division), so it is exact for every
-    done pattern and runs under ``torch.compile`` without a graph break.
+    recurrence ``A_t = delta_t + gamma lmbda (1 - d_t) A_{t+1}`` is solved by a chunked
+    scan that only multiplies and adds (no division), so it is exact for every done
+    pattern. Eager calls without autograd run it in place in a time-major layout, about
+    ``2 sqrt(T)`` vectorised steps; under ``torch.compile`` or with inputs that require
+    grad it takes a functional log-depth path that traces without a graph break.
 
     Args:
         gamma: discount, a float or a tensor broadcastable to ``reward``.
@@ -145,10 +176,10 @@ def vec_generalized_advantage_estimate(
     gamma, lmbda, done, terminated, time_dim = _prepare(
         gamma, lmbda, state_value, next_state_value, reward, done, terminated, time_dim
     )
+    if reward.numel() and not needs_graph(state_value, next_state_value, reward, gamma, lmbda):
+        return _gae_time_major(gamma, lmbda, state_value, next_state_value, reward, done,
+                               terminated, time_dim)
     delta = _td_error(gamma, state_value, next_state_value, reward, terminated)
-    discount = (~done).to(reward.dtype)
-    discount = discount.mul_(gamma * lmbda) if isinstance(gamma * lmbda, float) else discount * (
-        gamma * lmbda
-    )
+    discount = (~done).to(reward.dtype) * (gamma * lmbda)
     advantage = reverse_linear_scan(discount.expand_as(delta), delta, time_dim)
     return advantage, advantage + state_value

@@ -16,7 +16,13 @@ from __future__ import annotations
 import torch
 
 from rl_objectives.value._checks import as_bool, check_same_shape, check_time_dim, coefficient
-from rl_objectives.value._scan import reverse_linear_scan
+from rl_objectives.value._scan import needs_graph, reverse_linear_scan, scan_time_major_
+from rl_objectives.value._time_major import (
+    from_time_major,
+    mask_to_time_major,
+    scan_buffer,
+    to_time_major,
+)
 
 __all__ = [
     "td0_advantage_estimate",
@@ -49,14 +55,16 @@ def _checked(gamma, lmbda, next_state_value, reward, done, terminated, time_dim)
 def _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated, time_dim):
     """Checks, then ``(a_t, b_t)`` of the lambda-return recurrence, term by term.
 
-    The literal equation, kept for the reference loop; :func:`_fast_lambda_terms` builds
-    the same terms for the scan.
+    The literal equation: the reference loop's terms, and the functional scan's (under
+    ``torch.compile`` or with autograd); :func:`_td_lambda_time_major` builds the same
+    terms for the in-place scan.
     """
     gamma, lmbda, done, terminated, time_dim = _checked(
         gamma, lmbda, next_state_value, reward, done, terminated, time_dim
     )
     cut = done.clone()
-    cut.select(time_dim, -1).fill_(True)  # the batch ends: bootstrap there
+    if cut.shape[time_dim]:
+        cut.select(time_dim, -1).fill_(True)  # the batch ends: bootstrap there
     trace = (~cut).to(reward.dtype) * lmbda  # l_t
     discount = (~terminated).to(reward.dtype) * gamma  # gamma (1 - m_t)
     a = (discount * trace).expand_as(reward)
@@ -64,27 +72,37 @@ def _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated, time
     return a, b, time_dim
 
 
-def _fast_lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated, time_dim):
-    """Checks, then ``(a_t, b_t)`` in two float buffers written in place (as in GAE).
+def _td_lambda_time_major(gamma, lmbda, next_state_value, reward, done, terminated,
+                          time_dim):
+    """The eager path without autograd: ``(a_t, b_t)`` built into the scan's buffers.
 
-    ``a_t = gamma lmbda (1 - m_t)(1 - cut_t)`` and ``b_t = r_t + (1 - m_t)(gamma - a_t)
-    V(s_{t+1})``, which is ``r_t + gamma (1 - m_t)(1 - l_t) V(s_{t+1})`` rearranged so that
-    ``b`` is built in one buffer: fresh allocations, not arithmetic, dominate here.
+    ``a_t = c k_t`` with ``c = gamma lmbda`` and ``k_t = (1 - m_t)(1 - cut_t)``, and
+    ``b_t = r_t + gamma (1 - m_t) V(s_{t+1}) - c k_t V(s_{t+1})``, which is
+    ``r_t + gamma (1 - m_t)(1 - l_t) V(s_{t+1})`` rearranged (``k_t = 1`` implies
+    ``m_t = 0``). Masks are read as uint8 (see ``_time_major``); ``b`` is built in one
+    fresh tensor that then serves as the (unpadded) ``a`` buffer.
     """
-    gamma, lmbda, done, terminated, time_dim = _checked(
-        gamma, lmbda, next_state_value, reward, done, terminated, time_dim
-    )
+    steps = reward.shape[time_dim]
     keep = ~done if terminated is done else torch.logical_or(done, terminated).logical_not_()
     keep.select(time_dim, -1).fill_(False)  # the batch ends: bootstrap there
-    a = keep.to(reward.dtype).mul_(gamma * lmbda)
-    b = torch.rsub(a, gamma).masked_fill_(terminated, 0.0)  # (1 - m_t)(gamma - a_t)
-    if torch.is_grad_enabled() and next_state_value.requires_grad:
-        return a, torch.addcmul(reward, b, next_state_value), time_dim
-    return a, b.mul_(next_state_value).add_(reward), time_dim
+    coef = gamma * lmbda
+    b = torch.mul(next_state_value, terminated.logical_not().view(torch.uint8))
+    if isinstance(coef, float):
+        b = torch.add(reward, b, alpha=gamma, out=b).addcmul_(
+            next_state_value, keep.view(torch.uint8), value=-coef)
+    else:
+        b = torch.addcmul(reward, gamma, b).sub_(next_state_value * keep.view(torch.uint8) * coef)
+    b_buf = scan_buffer(b, time_dim)
+    to_time_major(b, time_dim, b_buf[:steps])
+    a_buf = scan_buffer(b, time_dim, spare=b)
+    mask_to_time_major(keep, coef, time_dim, a_buf[:steps])
+    return from_time_major(scan_time_major_(a_buf, b_buf, steps), reward, time_dim)
 
 
 def _loop(a: torch.Tensor, b: torch.Tensor, time_dim: int) -> torch.Tensor:
     out = torch.empty_like(b)
+    if not b.shape[time_dim]:
+        return out
     running = torch.zeros_like(b.select(time_dim, 0))
     for t in range(b.shape[time_dim] - 1, -1, -1):
         running = b.select(time_dim, t) + a.select(time_dim, t) * running
@@ -202,8 +220,14 @@ def vec_td_lambda_return_estimate(
         >>> vec_td_lambda_return_estimate(0.5, 1.0, v, r, d).squeeze(-1)
         tensor([1.7500, 1.5000, 1.0000])
     """
-    a, b, time_dim = _fast_lambda_terms(gamma, lmbda, next_state_value, reward, done,
-                                        terminated, time_dim)
+    gamma, lmbda, done, terminated, time_dim = _checked(
+        gamma, lmbda, next_state_value, reward, done, terminated, time_dim
+    )
+    if reward.numel() and not needs_graph(next_state_value, reward, gamma, lmbda):
+        return _td_lambda_time_major(gamma, lmbda, next_state_value, reward, done, terminated,
+                                     time_dim)
+    a, b, time_dim = _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated,
+                                   time_dim)
     return reverse_linear_scan(a, b, time_dim)
 
 

@@ -1,0 +1,128 @@
+"""The chunked scan's two paths (in place time-major, functional) against the loops."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rl_objectives.value import functional as F
+from rl_objectives.value._time_major import chunk_shape
+
+
+def _loop64(a, b, time_dim):
+    a, b = a.double().expand_as(b).movedim(time_dim, 0), b.double().movedim(time_dim, 0)
+    out, running = torch.empty_like(b), torch.zeros_like(b[0])
+    for t in range(b.shape[0] - 1, -1, -1):
+        running = b[t] + a[t] * running
+        out[t] = running
+    return out.movedim(0, time_dim)
+
+
+def _close(actual, expected, dtype):
+    tol = 1e-5 if dtype == torch.float32 else 1e-10
+    scale = max(1.0, float(expected.abs().max()))
+    torch.testing.assert_close(actual.double(), expected.double(), rtol=tol, atol=tol * scale)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3, 7, 16, 97, 100, 1000, 1021])
+def test_chunk_shape_covers_the_steps_in_about_two_sqrt_t_operations(steps):
+    chunk, n_chunks = chunk_shape(steps)
+    assert chunk * n_chunks >= steps > (n_chunks - 1) * chunk
+    assert chunk + n_chunks <= 2 * math.isqrt(steps) + 3
+    if steps in (16, 100, 1000):  # a divisor near sqrt(T) exists: no padding
+        assert chunk * n_chunks == steps
+
+
+@pytest.mark.parametrize("steps", [1, 2, 5, 64, 97, 1000])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_both_paths_equal_the_float64_loop(steps, dtype):
+    g = torch.Generator().manual_seed(steps)
+    b = torch.randn(3, steps, generator=g, dtype=dtype)
+    a = torch.rand(3, steps, generator=g, dtype=dtype) * (torch.rand(3, steps, generator=g) > 0.05)
+    a[:, ::4] = 0.0  # cuts at every chunk boundary of the small chunk sizes
+    want = _loop64(a, b, -1)
+    _close(F.reverse_linear_scan(a, b), want, dtype)
+    graph = F.reverse_linear_scan(a, b.clone().requires_grad_())
+    assert graph.requires_grad  # the functional path ran
+    _close(graph.detach(), want, dtype)
+
+
+def test_scan_layouts_expanded_coefficients_and_features():
+    g = torch.Generator().manual_seed(0)
+    b = torch.randn(50, 2, 3, generator=g)  # time first, two feature dims
+    a = torch.full((1, 1, 1), 0.9).expand_as(b)
+    _close(F.reverse_linear_scan(a, b, time_dim=0), _loop64(a, b, 0), torch.float32)
+    bt = torch.randn(2, 3, 40, generator=g).transpose(1, 2)  # non-contiguous, time in the middle
+    at = torch.rand(2, 40, 3, generator=g)
+    _close(F.reverse_linear_scan(at, bt, time_dim=1), _loop64(at, bt, 1), torch.float32)
+
+
+def test_products_that_underflow_stay_exact():
+    g = torch.Generator().manual_seed(1)
+    b = torch.randn(2, 1000, generator=g)
+    a = torch.full((2, 1000), 1e-3)  # chunk products reach 1e-75: 0 in float32
+    _close(F.reverse_linear_scan(a, b), _loop64(a, b, -1), torch.float32)
+
+
+@st.composite
+def _layouts(draw):
+    steps = draw(st.integers(1, 150))
+    features = draw(st.sampled_from([1, 2]))
+    time_first = draw(st.booleans())
+    p_done = draw(st.sampled_from([0.0, 0.02, 0.3, 1.0]))
+    coefs = draw(st.sampled_from(["float", "0-d", "per-step"]))
+    seed = draw(st.integers(0, 2**31 - 1))
+    return steps, features, time_first, p_done, coefs, seed
+
+
+def _rollout(steps, features, time_first, p_done, coefs, seed):
+    g = torch.Generator().manual_seed(seed)
+    shape = (steps, 2, features) if time_first else (2, steps, features)
+    v, nv, r = (torch.randn(shape, generator=g) for _ in range(3))
+    done = torch.rand(shape, generator=g) < p_done
+    term = done & (torch.rand(shape, generator=g) < 0.5)
+    gamma, lmbda = 0.99, 0.95
+    if coefs == "0-d":
+        gamma, lmbda = torch.tensor(0.99), torch.tensor(0.95)
+    elif coefs == "per-step":
+        gamma = 0.5 + 0.5 * torch.rand(shape, generator=g)
+        lmbda = torch.rand(shape, generator=g)
+    return gamma, lmbda, v, nv, r, done, term, (0 if time_first else 1)
+
+
+def _f64(x):
+    return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+
+@settings(max_examples=40, deadline=None)
+@given(_layouts())
+def test_in_place_estimators_equal_the_loops_for_any_layout(case):
+    gamma, lmbda, v, nv, r, done, term, time_dim = _rollout(*case)
+    inputs = [x.clone() for x in (v, nv, r, done, term)]
+    adv, target = F.vec_generalized_advantage_estimate(gamma, lmbda, v, nv, r, done, term,
+                                                       time_dim=time_dim)
+    ref_adv, ref_target = F.generalized_advantage_estimate(
+        *map(_f64, (gamma, lmbda, v, nv, r)), done, term, time_dim=time_dim)
+    _close(adv, ref_adv, torch.float32)
+    _close(target, ref_target, torch.float32)
+    ret = F.vec_td_lambda_return_estimate(gamma, lmbda, nv, r, done, term, time_dim=time_dim)
+    ref_ret = F.td_lambda_return_estimate(*map(_f64, (gamma, lmbda, nv, r)), done, term,
+                                          time_dim=time_dim)
+    _close(ret, ref_ret, torch.float32)
+    for before, after in zip(inputs, (v, nv, r, done, term), strict=True):
+        assert torch.equal(before, after)  # nothing written into the inputs
+
+
+def test_in_place_and_functional_paths_agree_on_a_long_rollout():
+    g = torch.Generator().manual_seed(2)
+    v, nv, r = (torch.randn(16, 1000, 1, generator=g) for _ in range(3))
+    done = torch.rand(16, 1000, 1, generator=g) < 0.01
+    eager, _ = F.vec_generalized_advantage_estimate(0.99, 0.95, v, nv, r, done)
+    graph, _ = F.vec_generalized_advantage_estimate(0.99, 0.95, v.requires_grad_(), nv, r, done)
+    ref, _ = F.generalized_advantage_estimate(0.99, 0.95, v.double(), nv.double(), r.double(),
+                                              done)
+    _close(eager, ref.detach(), torch.float32)
+    _close(graph.detach(), ref.detach(), torch.float32)
