@@ -28,6 +28,26 @@ def test_rollout_layout_time_last_and_keys():
     assert not data["done"].any()
 
 
+def test_rollout_storage_is_time_major_behind_a_time_last_view():
+    """Leaves are stored [T, *B] (one contiguous write per step) and handed out as a
+    [*B, T] view; the random-action (numpy) loop matches a step-by-step replay."""
+    env = CountEnv()
+    env.set_seed(0)
+    data = env.rollout(6, break_when_any_done=False)
+    assert data.batch_size == (3, 6)
+    obs = data["next", "observation"]
+    assert obs.shape == (3, 6, 1) and obs.stride(1) > obs.stride(0)  # time is the outer stride
+    assert data.reshape(-1).batch_size == (18,) and torch.equal(data.contiguous()["action"], data["action"])
+    count = torch.zeros(3, 1)
+    for t in range(6):  # replay the stored actions: every stored entry is the step's value
+        assert torch.equal(data["observation"][:, t], count)
+        count = count + data["action"][:, t].unsqueeze(-1).float()
+        done = count >= env.limit
+        assert torch.equal(data["next", "observation"][:, t], count)
+        assert torch.equal(data["next", "done"][:, t], done)
+        count = torch.where(done, 0.0, count)
+
+
 def test_break_when_any_done_stops_after_first_done():
     env = CountEnv()
     data = env.rollout(10, policy=lambda td: td.set("action", ONES.clone()))

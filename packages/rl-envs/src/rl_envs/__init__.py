@@ -8,24 +8,11 @@ from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
 from rl_envs._gym import GymEnv, GymWrapper
 from rl_envs._policy import RandomPolicy
-from rl_envs._specs import (
-    Binary,
-    Bounded,
-    Categorical,
-    MultiCategorical,
-    OneHot,
-    TensorSpec,
-    Unbounded,
-)
+from rl_envs._specs import Bounded, TensorSpec, Unbounded
+from rl_envs._specs_discrete import Binary, Categorical, MultiCategorical, OneHot
 from rl_envs._transforms import Compose, Transform, TransformedEnv
-from rl_envs._transforms_lib import (
-    DoubleToFloat,
-    InitTracker,
-    ObservationNorm,
-    RewardSum,
-    StepCounter,
-    TensorDictPrimer,
-)
+from rl_envs._transforms_lib import InitTracker, RewardSum, StepCounter
+from rl_envs._transforms_obs import DoubleToFloat, ObservationNorm, TensorDictPrimer
 from rl_envs.exceptions import EnvClosedError, InvalidActionError, SpecError
 
 __version__ = "0.1.0"

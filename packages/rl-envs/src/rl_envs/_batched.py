@@ -20,6 +20,7 @@ from rl_profiling import profiled
 from tensordict import TensorDictBase
 
 from rl_envs._batched_worker import SPEC_NAMES, STEP_MSG, WorkerError, WorkerPool, env_meta
+from rl_envs._buffers import zero_buffers
 from rl_envs._env import EnvBase
 
 __all__ = ["ParallelEnv", "SerialEnv", "WorkerError"]
@@ -83,13 +84,7 @@ class _BatchedEnv(EnvBase):
 
     def _alloc_buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
         """The batched ``(root, next)`` buffers, from the stacked specs (as ``EnvBase`` does)."""
-        root = self.observation_spec.zero()
-        root.update(self.state_spec.zero())
-        root.update(self.full_done_spec.zero())
-        nxt = self.observation_spec.zero()
-        nxt.update(self.full_reward_spec.zero())
-        nxt.update(self.full_done_spec.zero())
-        return root, nxt
+        return zero_buffers(self)
 
     def _buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
         if self._root_buf is None or self._next_buf is None:  # e.g. after an action_spec assignment

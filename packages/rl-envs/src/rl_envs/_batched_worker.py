@@ -14,9 +14,14 @@ every bulk tensor lives in shared memory that the main process allocated):
 - ``("seed", seed)``, ``("close", None)``.
 
 Every command is answered ``("ok", payload)`` or ``("error", traceback)``. The main
-process waits on the pipes *and* the process sentinels together
-(:func:`multiprocessing.connection.wait`), so a worker that dies is seen at once, and
-every wait has a deadline.
+process waits on the pipes *and* the process sentinels together (one ``select.poll``),
+so a worker that dies is seen at once, and every wait has a deadline.
+
+A worker's wait for its next command spins, then sleeps (:func:`wait_readable`): up to
+``WORKER_SPIN_S`` of non-blocking polls, each followed by ``os.sched_yield()`` (so the
+spinning worker gives its core to any runnable process, e.g. the main process), then a
+blocking poll. A command that arrives while the worker spins costs no wake-up of a
+sleeping process on an idle core, which on a VM is tens to hundreds of microseconds.
 """
 
 from __future__ import annotations
@@ -49,6 +54,14 @@ STEP_MSG = pickle.dumps(("step", None))
 """The ``step`` message, pickled once."""
 OK_MSG = pickle.dumps(("ok", None))
 """A worker's answer to a command that returns nothing, pickled once."""
+WORKER_SPIN_S = 0.002
+"""How long a worker polls without sleeping for its next command (covers the main
+process's work between two steps: storing the step, a small policy forward)."""
+MAIN_SPIN_S = 0.0
+"""How long the main process polls without sleeping for the workers' answers. Zero: it
+would spin while the workers compute, on a core a worker needs when there are no more
+cores than workers (measured: slower, the more so the busier the machine). The answer
+still lands on a core that is not idle, the answering worker's, now spinning."""
 SPEC_NAMES = (
     "observation_spec",
     "state_spec",
@@ -113,16 +126,37 @@ class _Worker:
         raise RuntimeError(f"could not read the command:\n{tb}")
 
 
+def wait_readable(poller: Any, spin_s: float, timeout_ms: int) -> list[tuple[int, int]]:
+    """``poller.poll``, spinning first: non-blocking polls (yielding the core in between)
+    for up to ``spin_s`` seconds, then one blocking poll of at most ``timeout_ms``."""
+    events = poller.poll(0)
+    if events:
+        return events
+    end = time.perf_counter() + spin_s
+    yield_, clock, poll = os.sched_yield, time.perf_counter, poller.poll
+    while clock() < end:
+        yield_()
+        events = poll(0)
+        if events:
+            return events
+    return poll(timeout_ms)
+
+
 def _next_command(conn: connection.Connection, poller: Any) -> tuple[str, Any] | None:
     """Wait for a command, checking every second that the main process is alive."""
     parent = parent_process()
-    while not poller.poll(int(PARENT_POLL_S * 1000)):
-        if parent is not None and not parent.is_alive():
-            return None
+    if not wait_readable(poller, WORKER_SPIN_S, int(PARENT_POLL_S * 1000)):
+        while not poller.poll(int(PARENT_POLL_S * 1000)):
+            if parent is not None and not parent.is_alive():
+                return None
     try:
-        return conn.recv()
+        raw = conn.recv_bytes()
     except (EOFError, OSError):
         return None
+    if raw == STEP_MSG:  # the hot message: no unpickling
+        return ("step", None)
+    try:
+        return pickle.loads(raw)
     except Exception:  # a message that cannot be unpickled here
         return ("_fail", traceback.format_exc())
 
@@ -257,7 +291,7 @@ class WorkerPool:
                     late[0],
                 )
             dead = []
-            for fd, _ in self._poller.poll(int(remaining * 1000) + 1):
+            for fd, _ in wait_readable(self._poller, MAIN_SPIN_S, int(remaining * 1000) + 1):
                 i, is_sentinel = self._fd_owner[fd]
                 if is_sentinel:
                     dead.append(i)
@@ -273,9 +307,12 @@ class WorkerPool:
 
     def _receive(self, i: int, what: str) -> Any:
         try:
-            status, payload = self.conns[i].recv()
+            raw = self.conns[i].recv_bytes()
         except (EOFError, OSError):
             raise self._died(i, what) from None
+        if raw == OK_MSG:  # the hot answer: no unpickling
+            return None
+        status, payload = ForkingPickler.loads(raw)
         if status == "error":
             raise WorkerError(
                 f"{self.owner} worker {i} raised during {what!r}; its traceback:\n{payload}",

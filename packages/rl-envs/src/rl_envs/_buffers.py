@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+if TYPE_CHECKING:
+    from rl_envs._env import EnvBase
+
 from rl_envs._keys import DONE, NEXT, RESET, TERMINATED, TRUNCATED
 
-__all__ = ["as_numpy", "batch_mask", "complete_done", "masked_assign", "np_view"]
+__all__ = ["as_numpy", "batch_mask", "complete_done", "masked_assign", "merge_reset", "np_view", "set_next", "zero_buffers"]
 
 
 def np_view(t: torch.Tensor) -> np.ndarray | None:
@@ -72,3 +75,45 @@ def complete_done(next_td: TensorDictBase, done_shape: torch.Size) -> TensorDict
 
 def exclude_next(td: TensorDictBase) -> TensorDictBase:
     return td.exclude(NEXT, RESET)
+
+
+def zero_buffers(env: EnvBase) -> tuple[TensorDictBase, TensorDictBase]:
+    """Fresh zero ``(root, next)`` buffers from ``env``'s specs: root holds the observation,
+    state and done keys; next the observation, reward and done keys."""
+    root = env.observation_spec.zero()
+    root.update(env.state_spec.zero())
+    root.update(env.full_done_spec.zero())
+    nxt = env.observation_spec.zero()
+    nxt.update(env.full_reward_spec.zero())
+    nxt.update(env.full_done_spec.zero())
+    return root, nxt
+
+
+def merge_reset(tensordict: TensorDictBase, root: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
+    """A copy of ``tensordict`` (without ``"_reset"``/``"next"``) whose root entries take
+    the values of ``root`` on the sub-envs selected by ``mask`` (a partial reset's output)."""
+    out = tensordict.exclude(RESET, NEXT).clone()
+    for key in root.keys(True, True):
+        new = root.get(key)
+        if key in out.keys(True, True):
+            value = out.get(key).clone()
+            masked_assign(value, new, mask)
+            out.set(key, value)
+        else:
+            out.set(key, new.clone())
+    return out
+
+
+def set_next(tensordict: TensorDictBase, env_next: TensorDictBase) -> list[Any]:
+    """Write ``env_next`` under ``"next"``, keeping what the policy already put there.
+
+    Returns the keys of ``"next"`` that the env did not produce.
+    """
+    if NEXT not in tensordict:
+        tensordict.set(NEXT, env_next)
+        return []
+    existing = tensordict.get(NEXT)
+    env_keys = set(env_next.keys(True, True))
+    extra = [k for k in existing.keys(True, True) if k not in env_keys]
+    existing.update(env_next)
+    return extra

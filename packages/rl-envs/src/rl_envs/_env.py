@@ -8,11 +8,14 @@ import torch
 from rl_profiling import profiled
 from tensordict import TensorDict, TensorDictBase
 
-from rl_envs._buffers import batch_mask, complete_done, masked_assign
+from rl_envs._action_check import check_action
+from rl_envs._buffers import batch_mask, merge_reset, set_next, zero_buffers
 from rl_envs._composite import Composite
 from rl_envs._keys import ACTION, DONE, DONE_KEYS, NEXT, RESET, REWARD
 from rl_envs._rollout import run_rollout
-from rl_envs._specs import Categorical, TensorSpec, Unbounded
+from rl_envs._simple_pair import fast_reset_from_simple, fast_step_from_simple
+from rl_envs._specs import TensorSpec, Unbounded
+from rl_envs._specs_discrete import Categorical
 from rl_envs.exceptions import EnvClosedError, InvalidActionError
 
 __all__ = ["EnvBase"]
@@ -64,11 +67,8 @@ class EnvBase:
       Call ``self.validate_action(action)`` first (cheap shape/dtype check always, value
       check on the first steps) and get the buffers from ``self._buffers()``.
 
-    **Batched envs over sub-envs** (``SerialEnv``/``ParallelEnv``) implement the fast pair
-    by delegation: build the batched ``next``/``root`` buffers (stack of the sub-envs'
-    specs), then hand each sub-env views of its slice with
-    ``sub_env._bind_buffers(root[i], next[i])`` (shared-memory tensors work) so that
-    ``sub_env._fast_step(action[i])`` writes directly into the batched buffers; no copy.
+    **Batched envs over sub-envs** (``SerialEnv``/``ParallelEnv``) bind each sub-env to
+    its row of their buffers (``sub_env._bind_buffers(root[i], next[i])``); no copy.
 
     Args:
         batch_size: the batch shape of the env (e.g. ``(num_envs,)``).
@@ -182,13 +182,7 @@ class EnvBase:
     def _buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
         """The env-owned ``(root, next)`` buffers, built from the specs on first use."""
         if self._root_buf is None or self._next_buf is None:
-            root = self.observation_spec.zero()
-            root.update(self.state_spec.zero())
-            root.update(self.full_done_spec.zero())
-            nxt = self.observation_spec.zero()
-            nxt.update(self.full_reward_spec.zero())
-            nxt.update(self.full_done_spec.zero())
-            self._bind_buffers(root, nxt)
+            self._bind_buffers(*zero_buffers(self))
         return self._root_buf, self._next_buf  # type: ignore[return-value]
 
     def _bind_buffers(self, root: TensorDictBase, next: TensorDictBase) -> None:
@@ -206,64 +200,15 @@ class EnvBase:
         Shape and dtype are checked on every call; values (bounds, categories) on the
         first ``ACTION_CHECK_STEPS`` calls. Nothing is ever cast silently.
         """
-        if isinstance(action, torch.Tensor):
-            spec = self._action_leaf
-            if spec is None:
-                raise InvalidActionError(f"expected a TensorDict holding the action keys {self.action_keys}, received a tensor")
-            if action.dtype != spec.dtype or action.shape != spec.shape:
-                spec.assert_is_in(action, self.action_key, InvalidActionError)
-            if self._action_checks_left > 0:
-                self._action_checks_left -= 1
-                spec.assert_is_in(action, self.action_key, InvalidActionError)
-            return
-        if not isinstance(action, TensorDictBase):
-            raise InvalidActionError(f"{self.action_key!r}: expected a torch.Tensor, received {type(action).__name__}")
-        for key in self.action_keys:
-            if key not in action.keys(True, True):
-                raise InvalidActionError(f"{key!r}: missing from the input (action keys: {self.action_keys})")
-            spec = self.full_action_spec[key]
-            value = action.get(key)
-            if self._action_checks_left > 0 or value.dtype != spec.dtype or value.shape != spec.shape:
-                spec.assert_is_in(value, key, InvalidActionError)
-        self._action_checks_left -= 1
+        check_action(self, action)
 
     def _fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
         """Reset all (or the masked) sub-envs into the root buffer; see the class docstring."""
-        root, _ = self._buffers()
-        td = None
-        if reset_mask is not None:
-            td = TensorDict({RESET: reset_mask.reshape(*self.batch_size, 1)}, batch_size=self.batch_size)
-        out = self._reset(td)
-        for key in self.observation_spec.keys(True, True) + self.state_spec.keys(True, True):
-            if key in out.keys(True, True):
-                if reset_mask is None:
-                    root.get(key).copy_(out.get(key))
-                else:
-                    masked_assign(root.get(key), out.get(key), reset_mask)
-        for key in DONE_KEYS:
-            root.get(key).zero_()
-        return root
+        return fast_reset_from_simple(self, reset_mask)
 
     def _fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
         """Step every sub-env into the buffers and reset the finished ones; see the class docstring."""
-        self.validate_action(action)
-        root, nxt = self._buffers()
-        if isinstance(action, torch.Tensor):
-            td = TensorDict({self.action_key: action}, batch_size=self.batch_size)
-        else:
-            td = action
-        for key in self.state_spec.keys(True, True):
-            if key not in td.keys(True, True):
-                td.set(key, root.get(key))
-        out = complete_done(self._step(td), self.full_done_spec[DONE].shape)
-        for key in nxt.keys(True, True):
-            nxt.get(key).copy_(out.get(key))
-        for key in self.observation_spec.keys(True, True):
-            root.get(key).copy_(out.get(key))
-        done = nxt.get(DONE).reshape(self.batch_size)
-        if done.any():
-            self._fast_reset(done)
-        return nxt, root
+        return fast_step_from_simple(self, action)
 
     # -- the simple pair (defaults raise) -----------------------------------------------
     def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
@@ -285,13 +230,8 @@ class EnvBase:
 
     def fake_tensordict(self) -> TensorDictBase:
         """A zero TensorDict with every root key (action included) and the ``"next"`` keys."""
-        td = self.observation_spec.zero()
-        td.update(self.state_spec.zero())
+        td, nxt = zero_buffers(self)
         td.update(self.full_action_spec.zero())
-        td.update(self.full_done_spec.zero())
-        nxt = self.observation_spec.zero()
-        nxt.update(self.full_reward_spec.zero())
-        nxt.update(self.full_done_spec.zero())
         td.set(NEXT, nxt)
         return td
 
@@ -319,17 +259,7 @@ class EnvBase:
         if fresh.any():
             self._fast_reset(fresh)
         self._pending = pending & ~mask
-        root = self._root_buf
-        out = tensordict.exclude(RESET, NEXT).clone()
-        for key in root.keys(True, True):
-            new = root.get(key)
-            if key in out.keys(True, True):
-                value = out.get(key).clone()
-                masked_assign(value, new, mask)
-                out.set(key, value)
-            else:
-                out.set(key, new.clone())
-        return out
+        return merge_reset(tensordict, self._root_buf, mask)
 
     def _root_keys(self) -> list[Any]:
         return self.observation_spec.keys(True, True) + self.state_spec.keys(True, True) + list(DONE_KEYS)
@@ -362,7 +292,7 @@ class EnvBase:
             )
         nxt, _ = self._fast_step(self._action_from(tensordict))
         self._pending = nxt.get(DONE).reshape(self.batch_size).clone()
-        _set_next(tensordict, nxt.clone())
+        set_next(tensordict, nxt.clone())
         return tensordict
 
     @profiled("EnvBase.step_and_maybe_reset")
@@ -379,7 +309,7 @@ class EnvBase:
             self.reset(TensorDict({RESET: self._pending.clone()}, batch_size=self.batch_size))
         nxt, root = self._fast_step(self._action_from(tensordict))
         env_next = nxt.clone()
-        extra = _set_next(tensordict, env_next)
+        extra = set_next(tensordict, env_next)
         next_root = root.clone()
         for key in extra:  # entries the policy wrote under "next" (e.g. recurrent state)
             next_root.set(key, tensordict.get((NEXT, *((key,) if isinstance(key, str) else key))))
@@ -471,18 +401,3 @@ class EnvBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(batch_size={tuple(self.batch_size)}, device={self.device})"
-
-
-def _set_next(tensordict: TensorDictBase, env_next: TensorDictBase) -> list[Any]:
-    """Write ``env_next`` under ``"next"``, keeping what the policy already put there.
-
-    Returns the keys of ``"next"`` that the env did not produce.
-    """
-    if NEXT not in tensordict:
-        tensordict.set(NEXT, env_next)
-        return []
-    existing = tensordict.get(NEXT)
-    env_keys = set(env_next.keys(True, True))
-    extra = [k for k in existing.keys(True, True) if k not in env_keys]
-    existing.update(env_next)
-    return extra

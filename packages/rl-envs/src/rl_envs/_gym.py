@@ -14,7 +14,7 @@ or an adapter for numpy-vectorised envs that lack it), so no reset step reaches 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,39 +23,13 @@ from tensordict import TensorDictBase
 
 from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
+from rl_envs._gym_autoreset import ADAPTERS, PartialReset, leaf, transfer
 from rl_envs._gym_specs import space_to_spec, torch_dtype
 from rl_envs._keys import ACTION, DONE, OBSERVATION, REWARD, TERMINATED, TRUNCATED
-from rl_envs._specs import OneHot, TensorSpec, Unbounded
+from rl_envs._specs import TensorSpec, Unbounded
+from rl_envs._specs_discrete import OneHot
 
 __all__ = ["GymEnv", "GymWrapper"]
-
-PartialReset = Callable[[np.ndarray], tuple[Any, dict, bool]]
-"""``reset(mask) -> (obs, info, rows_only)``: ``obs`` holds every sub-env, or only the
-reset ones (in order) when ``rows_only``."""
-
-
-def _cartpole_partial_reset(venv: Any) -> PartialReset:
-    """Partial reset for gymnasium's numpy ``CartPoleVectorEnv`` (its ``reset`` resets all).
-
-    Draws the new states exactly as its own autoreset does (``np_random.uniform`` in
-    ``[low, high]``) and clears its pending-reset flags.
-    """
-
-    def reset(mask: np.ndarray) -> tuple[Any, dict, bool]:
-        n = int(mask.sum())
-        new = venv.np_random.uniform(low=venv.low, high=venv.high, size=(4, n))
-        venv.state[:, mask] = new
-        venv.steps[mask] = 0
-        venv.prev_done[mask] = False
-        return new.T.astype(np.float32), {}, True
-
-    return reset
-
-
-_ADAPTERS: dict[str, Callable[[Any], PartialReset]] = {
-    "gymnasium.envs.classic_control.cartpole.CartPoleVectorEnv": _cartpole_partial_reset,
-}
-
 
 def _partial_reset_fn(venv: Any, declared: bool | None) -> PartialReset | None:
     import gymnasium as gym
@@ -65,26 +39,10 @@ def _partial_reset_fn(venv: Any, declared: bool | None) -> PartialReset | None:
         return lambda mask: (*venv.reset(options={"reset_mask": mask}), False)
     if declared is False:
         return None
-    adapter = _ADAPTERS.get(f"{type(base).__module__}.{type(base).__qualname__}")
+    adapter = ADAPTERS.get(f"{type(base).__module__}.{type(base).__qualname__}")
     if adapter is not None and base is venv:
         return adapter(base)
     return None
-
-
-def _leaf(obs: Any, path: tuple) -> Any:
-    for p in path:
-        obs = obs[p]
-    return obs
-
-
-def _copy(dst: np.ndarray, src: Any) -> None:
-    """``dst[...] = src``; column by column for Fortran-ordered 2-D sources (numpy's
-    transposing copy is ~5x slower than 2-D column copies, e.g. numpy-vectorised CartPole)."""
-    if type(src) is np.ndarray and src.ndim == 2 and not src.flags.c_contiguous and src.shape[1] <= 16:
-        for j in range(src.shape[1]):
-            dst[:, j] = src[:, j]
-    else:
-        np.copyto(dst, src)
 
 
 class GymWrapper(EnvBase):
@@ -253,11 +211,11 @@ class GymWrapper(EnvBase):
         done = np.logical_or(term, trunc, out=self._done_np)
         nobs = self._nobs
         if nobs is not None:
-            _copy(nobs, obs)
+            transfer(nobs, obs)
             np.copyto(self._robs, nobs)
         else:
             for path, nv, rv in self._obs_views:
-                _copy(nv, _leaf(obs, path))
+                transfer(nv, leaf(obs, path))
                 np.copyto(rv, nv)
         if self._info_views:
             self._write_info(info, None, "both")
@@ -280,13 +238,13 @@ class GymWrapper(EnvBase):
             final = info["final_obs"]
             for path, nv, _ in self._obs_views:
                 for i in idx:  # only the finished sub-envs
-                    nv[i] = _leaf(final[i], path) if path else final[i]
+                    nv[i] = leaf(final[i], path) if path else final[i]
             if self._info_views and "final_info" in info:
                 self._write_info(info["final_info"], done, "next")
             return
         robs, rinfo, rows_only = self._partial(done.copy())  # NEXT_STEP / DISABLED: reset now
         for path, _, rv in self._obs_views:
-            new = np.asarray(_leaf(robs, path))
+            new = np.asarray(leaf(robs, path))
             rv[idx] = new if rows_only else new[idx]
         if self._info_views:
             self._write_info(rinfo, done, "root")
@@ -331,9 +289,9 @@ class GymWrapper(EnvBase):
                 return root
             obs, info, rows_only = self._partial(rows)
         for path, _, rv in self._obs_views:
-            src = _leaf(obs, path)
+            src = leaf(obs, path)
             if rows is None:
-                _copy(rv, src)
+                transfer(rv, src)
             else:
                 rv[rows] = src if rows_only else np.asarray(src)[rows]
         for flag in self._root_flags:

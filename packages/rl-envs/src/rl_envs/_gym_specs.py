@@ -12,15 +12,8 @@ import numpy as np
 import torch
 
 from rl_envs._composite import Composite
-from rl_envs._specs import (
-    Binary,
-    Bounded,
-    Categorical,
-    MultiCategorical,
-    OneHot,
-    TensorSpec,
-    Unbounded,
-)
+from rl_envs._specs import Bounded, TensorSpec, Unbounded
+from rl_envs._specs_discrete import Binary, Categorical, MultiCategorical, OneHot
 
 __all__ = ["space_to_spec", "torch_dtype"]
 

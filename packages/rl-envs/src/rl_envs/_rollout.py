@@ -1,7 +1,11 @@
-"""The rollout loop behind ``EnvBase.rollout``: preallocated ``[*B, T]`` storage, fast path.
+"""The rollout loop behind ``EnvBase.rollout``: preallocated storage, fast path.
 
-Each step copies the env-owned buffers into slot ``t`` of the storage (numpy views on the
-CPU, ~0.5 us a key), so no TensorDict is built per step.
+The storage is allocated TIME-MAJOR, ``[T, *B, *event]`` per leaf, so each step copies
+every env-owned buffer into slot ``t`` with ONE contiguous copy (numpy views on the CPU),
+and no TensorDict is built per step. At the end the storage is handed out as a
+``permute`` view with time moved to the last batch dim, ``[*B, T]`` (the data model's
+layout; no copy). With 4096 sub-envs the contiguous writes cost ~3x less than strided
+writes into a time-last buffer, whose rows are ``T`` elements apart.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from rl_envs._keys import DONE, DONE_KEYS, NEXT, TERMINATED, TRUNCATED
 if TYPE_CHECKING:
     from rl_envs._env import EnvBase
 
-__all__ = ["alloc_time_last", "run_rollout"]
+__all__ = ["alloc_time_major", "run_rollout", "time_last"]
 
 
 POOL_MIN_BYTES = 256 << 10
@@ -56,33 +60,40 @@ def empty_cpu(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
     return torch.frombuffer(mm, dtype=dtype).view(shape)  # the tensor keeps ``mm`` alive
 
 
-def alloc_time_last(template: TensorDictBase, steps: int) -> TensorDictBase:
-    """Uninitialised storage shaped ``[*template.batch_size, steps, *event]`` per leaf."""
-    nb = template.batch_dims
+def alloc_time_major(template: TensorDictBase, steps: int) -> TensorDictBase:
+    """Uninitialised storage shaped ``[steps, *template.batch_size, *event]`` per leaf."""
 
     def empty(x: torch.Tensor) -> torch.Tensor:
-        shape = (*x.shape[:nb], steps, *x.shape[nb:])
+        shape = (steps, *x.shape)
         if x.device.type == "cpu":
             return empty_cpu(shape, x.dtype)
         return torch.empty(shape, dtype=x.dtype, device=x.device)
 
-    return template.apply(empty, batch_size=(*template.batch_size, steps))
+    return template.apply(empty, batch_size=(steps, *template.batch_size))
+
+
+def time_last(storage: TensorDictBase) -> TensorDictBase:
+    """The ``[T, *B]`` storage as a ``[*B, T]`` view (``permute``; no copy)."""
+    nb = storage.batch_dims - 1
+    if nb == 0:
+        return storage
+    return storage.permute(*range(1, nb + 1), 0)
 
 
 class _Slot:
-    """Copies a source tensor into ``dst[..., t, ...]`` (time at dim ``nb``)."""
+    """Copies a source tensor into ``dst[t]`` (time-major storage: one contiguous copy)."""
 
-    __slots__ = ("dst", "dst_np", "nb", "pre")
+    __slots__ = ("dst", "dst_np")
 
-    def __init__(self, dst: torch.Tensor, nb: int):
-        self.dst, self.nb, self.pre = dst, nb, (slice(None),) * nb
+    def __init__(self, dst: torch.Tensor):
+        self.dst = dst
         self.dst_np = np_view(dst)
 
     def write(self, src: torch.Tensor, t: int) -> None:
         if self.dst_np is not None and src.device.type == "cpu":
-            self.dst_np[(*self.pre, t)] = src.detach().numpy()
+            self.dst_np[t] = src.detach().numpy()
         else:
-            self.dst.select(self.nb, t).copy_(src.detach())
+            self.dst[t].copy_(src.detach())
 
 
 class _FixedCopy:
@@ -96,16 +107,13 @@ class _FixedCopy:
 
     def write(self, t: int) -> None:
         if self.src_np is not None:
-            self.slot.dst_np[(*self.slot.pre, t)] = self.src_np
+            self.slot.dst_np[t] = self.src_np
         else:
             self.slot.write(self.src, t)
 
 
-def _fixed_copies(src: TensorDictBase, storage: TensorDictBase, prefix: tuple, nb: int) -> list[_FixedCopy]:
-    return [
-        _FixedCopy(src.get(k), _Slot(storage.get((*prefix, *((k,) if isinstance(k, str) else k))), nb))
-        for k in src.keys(True, True)
-    ]
+def _fixed_copies(src: TensorDictBase, storage: TensorDictBase, prefix: tuple) -> list[_FixedCopy]:
+    return [_FixedCopy(src.get(k), _Slot(storage.get((*prefix, *_tup(k))))) for k in src.keys(True, True)]
 
 
 def run_rollout(
@@ -128,14 +136,15 @@ def run_rollout(
 
 
 def _finish(storage: TensorDictBase, t_end: int, steps: int, nxt: TensorDictBase, env: EnvBase) -> tuple[TensorDictBase, torch.Tensor]:
+    """Hand out the ``[T, *B]`` storage as ``[*B, T]`` (cut to ``t_end`` steps on a break)."""
     done = nxt.get(DONE).reshape(env.batch_size).clone()
     if t_end < steps:
-        storage = storage[(Ellipsis, slice(0, t_end))].clone()
-    return storage, done
+        return time_last(storage[:t_end]).clone(), done
+    return time_last(storage), done
 
 
-def _bulk_actions(env: EnvBase, steps: int, storage: TensorDictBase, nb: int) -> tuple[Any, torch.Tensor] | None:
-    """Draw every random action of the rollout in ONE call, straight into the storage.
+def _bulk_actions(env: EnvBase, steps: int, storage: TensorDictBase) -> tuple[Any, torch.Tensor] | None:
+    """Draw every random action of the rollout in ONE call; the draws ARE the storage.
 
     Returns ``(per_step_source, reused_tensor)``: each step copies row ``t`` into one
     reused action tensor (the env sees the same, already validated tensor: no torch call
@@ -144,45 +153,39 @@ def _bulk_actions(env: EnvBase, steps: int, storage: TensorDictBase, nb: int) ->
     """
     if len(env.action_keys) != 1 or env.device.type != "cpu":
         return None
-    spec = env.action_spec
-    draws = spec.rand((steps,), generator=env._rng)  # [T, *B, *event]
-    dst = storage.get(env.action_key)
-    dst.copy_(draws.movedim(0, nb))
-    out = torch.empty_like(draws[0])
-    return draws.numpy(), out
+    draws = env.action_spec.rand((steps,), generator=env._rng)  # [T, *B, *event]: time-major
+    storage.set(env.action_key, draws)
+    return draws.numpy(), torch.empty_like(draws[0])
 
 
 def _random_loop(env: EnvBase, steps: int, brk: bool, template: TensorDictBase) -> tuple[TensorDictBase, torch.Tensor]:
     root, nxt = env._buffers()
-    nb = len(env.batch_size)
     flags = [k for k in DONE_KEYS if k in root]
-    storage = alloc_time_last(template.exclude(*flags), steps)
+    storage = alloc_time_major(template.exclude(*flags), steps)
     for k in flags:  # a root is never finished: its done flags are False. calloc'd zeros
-        shape = (*env.batch_size, steps, *root.get(k).shape[nb:])  # cost no page touch
+        shape = (steps, *root.get(k).shape)  # cost no page touch
         storage.set(k, torch.from_numpy(np.zeros(shape, dtype=bool)).to(root.get(k).device))
     root_src, step = root.exclude(*flags), env._fast_step
-    root_pairs = [_wide(np_view(storage.get(k)), np_view(root_src.get(k)), nb) for k in root_src.keys(True, True)]
+    root_pairs = [(np_view(storage.get(k)), np_view(root_src.get(k))) for k in root_src.keys(True, True)]
     # ``done`` is ``terminated | truncated`` (an EnvBase invariant): computed once at the end
     derive_done = all(k in nxt for k in DONE_KEYS)
     next_src = nxt.exclude(DONE) if derive_done else nxt
-    next_pairs = [_wide(np_view(storage.get((NEXT, *_tup(k)))), np_view(next_src.get(k)), nb) for k in next_src.keys(True, True)]
-    bulk = _bulk_actions(env, steps, storage, nb)
+    next_pairs = [(np_view(storage.get((NEXT, *_tup(k)))), np_view(next_src.get(k))) for k in next_src.keys(True, True)]
+    bulk = _bulk_actions(env, steps, storage)
     numpy_ok = bulk is not None and all(d is not None and s is not None for d, s in root_pairs + next_pairs)
     if not numpy_ok:
         single = len(env.action_keys) == 1
         rand = functools.partial((env.action_spec if single else env.full_action_spec).rand, generator=env._rng)
         return _random_loop_torch(env, steps, brk, storage, root_src, rand)
     draws, action = bulk
-    act_view = action.numpy()
-    done_np, pre, t_end = np_view(nxt.get(DONE)), (slice(None),) * nb, steps
+    act_view, done_np, t_end = action.numpy(), np_view(nxt.get(DONE)), steps
     for t in range(steps):
-        idx = (*pre, t)
         for d, s in root_pairs:
-            d[idx] = s
+            d[t] = s
         np.copyto(act_view, draws[t])
         step(action)
         for d, s in next_pairs:
-            d[idx] = s
+            d[t] = s
         if brk and np.count_nonzero(done_np):
             t_end = t + 1
             break
@@ -197,9 +200,8 @@ def _random_loop_torch(
 ) -> tuple[TensorDictBase, torch.Tensor]:
     """The same loop with torch copies (non-CPU buffers, composite actions)."""
     _, nxt = env._buffers()
-    nb = len(env.batch_size)
-    root_copies = _fixed_copies(root_src, storage, (), nb)
-    next_copies = _fixed_copies(nxt, storage, (NEXT,), nb)
+    root_copies = _fixed_copies(root_src, storage, ())
+    next_copies = _fixed_copies(nxt, storage, (NEXT,))
     single = len(env.action_keys) == 1
     done_t, t_end = nxt.get(DONE), steps
     for t in range(steps):
@@ -207,10 +209,10 @@ def _random_loop_torch(
             c.write(t)
         action = rand()
         if single:
-            storage.get(env.action_key).select(nb, t).copy_(action)
+            storage.get(env.action_key)[t].copy_(action)
         else:
             for key in env.action_keys:
-                storage.get(key).select(nb, t).copy_(action.get(key))
+                storage.get(key)[t].copy_(action.get(key))
         env._fast_step(action)
         for c in next_copies:
             c.write(t)
@@ -218,28 +220,6 @@ def _random_loop_torch(
             t_end = t + 1
             break
     return _finish(storage, t_end, steps, nxt, env)
-
-
-_WIDE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
-
-
-def _wide(dst: Any, src: Any, nb: int) -> tuple[Any, Any]:
-    """View each event row (e.g. 4 float32) as ONE wide element (e.g. complex128), so the
-    strided per-step write is one element per sub-env instead of a short inner loop
-    (~3x faster for 4096 envs). Bitwise same-dtype copy; falls back when not possible."""
-    if dst is None or src is None:
-        return dst, src
-    event = dst.shape[nb + 1 :]
-    nbytes = int(np.prod(event, dtype=np.int64)) * dst.itemsize
-    wide = _WIDE.get(nbytes)
-    if wide is None or src.shape[nb:] != event or not src.flags.c_contiguous:
-        return dst, src
-    if dst.strides[-1] != dst.itemsize or any(
-        dst.strides[i] != dst.strides[i + 1] * dst.shape[i + 1] for i in range(nb + 1, dst.ndim - 1)
-    ):
-        return dst, src
-    d = dst.reshape(*dst.shape[: nb + 1], -1)
-    return d.view(wide)[..., 0], src.reshape(*src.shape[:nb], -1).view(wide)[..., 0]
 
 
 def _tup(key: Any) -> tuple:
@@ -250,7 +230,6 @@ def _policy_loop(
     env: EnvBase, steps: int, policy: Any, brk: bool, template: TensorDictBase, tensordict: TensorDictBase | None
 ) -> tuple[TensorDictBase, torch.Tensor]:
     root, nxt = env._buffers()
-    nb = len(env.batch_size)
     ptd = root.copy()  # shares the root leaves: the policy reads the live buffers
     if tensordict is not None:
         env_keys = set(template.keys(True, True))
@@ -267,7 +246,7 @@ def _policy_loop(
         out = policy(ptd)
         ptd = ptd if out is None else out
         if storage is None:
-            storage, root_slots, next_slots, next_copies = _policy_storage(env, ptd, template, steps, nb)
+            storage, root_slots, next_slots, next_copies = _policy_storage(env, ptd, template, steps)
         with torch.no_grad():
             for key, slot in root_slots:
                 slot.write(ptd.get(key), t)
@@ -286,7 +265,7 @@ def _policy_loop(
     return _finish(storage, t_end, steps, nxt, env)
 
 
-def _policy_storage(env: EnvBase, ptd: TensorDictBase, template: TensorDictBase, steps: int, nb: int) -> tuple:
+def _policy_storage(env: EnvBase, ptd: TensorDictBase, template: TensorDictBase, steps: int) -> tuple:
     """Storage for the env keys plus whatever the policy wrote (root and ``"next"``)."""
     full = template.clone()
     nxt_env = set(template.get(NEXT).keys(True, True))
@@ -304,12 +283,12 @@ def _policy_storage(env: EnvBase, ptd: TensorDictBase, template: TensorDictBase,
                     full.set(root_key, torch.zeros_like(ptd.get(key_t)))
         elif key not in full.keys(True, True):
             full.set(key, torch.zeros_like(ptd.get(key)))
-    storage = alloc_time_last(full, steps)
-    root_slots = [(k, _Slot(storage.get(k), nb)) for k in full.exclude(NEXT).keys(True, True)]
-    next_slots = [(k, _Slot(storage.get((NEXT, *k)), nb)) for k in policy_next]
+    storage = alloc_time_major(full, steps)
+    root_slots = [(k, _Slot(storage.get(k))) for k in full.exclude(NEXT).keys(True, True)]
+    next_slots = [(k, _Slot(storage.get((NEXT, *k)))) for k in policy_next]
     _, nxt = env._buffers()
     env_only = nxt.exclude(*[_unwrap(k) for k in policy_next])  # the policy's value wins
-    next_copies = _fixed_copies(env_only, storage, (NEXT,), nb)
+    next_copies = _fixed_copies(env_only, storage, (NEXT,))
     return storage, root_slots, next_slots, next_copies
 
 

@@ -1,7 +1,9 @@
 """Leaf tensor specs: shape (batch included), dtype, device and the set of valid values.
 
-Names and meaning follow TorchRL (``Bounded``, ``Unbounded``, ``Categorical``, ``OneHot``,
-``Binary``, ``MultiCategorical``); ``Composite`` lives in :mod:`rl_envs._composite`.
+Names and meaning follow TorchRL. This module holds the base ``TensorSpec`` and the
+continuous specs (``Unbounded``, ``Bounded``); the discrete ones (``Categorical``,
+``MultiCategorical``, ``OneHot``, ``Binary``) live in :mod:`rl_envs._specs_discrete`,
+``Composite`` in :mod:`rl_envs._composite`.
 """
 
 from __future__ import annotations
@@ -13,15 +15,7 @@ import torch
 
 from rl_envs.exceptions import SpecError
 
-__all__ = [
-    "Binary",
-    "Bounded",
-    "Categorical",
-    "MultiCategorical",
-    "OneHot",
-    "TensorSpec",
-    "Unbounded",
-]
+__all__ = ["Bounded", "TensorSpec", "Unbounded"]
 
 ShapeLike = int | Sequence[int] | torch.Size
 
@@ -243,159 +237,3 @@ class Bounded(TensorSpec):
 
     def project(self, value: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(value, self.high), self.low)
-
-
-class Categorical(TensorSpec):
-    """Integer values in ``[0, n)`` (one discrete choice per element; no trailing ``n`` dim).
-
-    Examples:
-        >>> spec = Categorical(3, shape=(8,))
-        >>> spec.rand().shape
-        torch.Size([8])
-        >>> spec.is_in(torch.full((8,), 3))
-        False
-    """
-
-    def __init__(self, n: int, shape: ShapeLike = (), device: Any = None, dtype: Any = torch.int64):
-        super().__init__(shape, device, dtype)
-        self.n = int(n)
-
-    def _kwargs(self) -> dict[str, Any]:
-        return {"n": self.n}
-
-    def _eq_extra(self, other: Any) -> bool:
-        return self.n == other.n
-
-    def rand(self, shape: ShapeLike | None = None, *, generator: Any = None) -> torch.Tensor:
-        full = (*_size(shape), *self.shape)
-        return torch.randint(0, self.n, full, device=self.device, generator=generator, dtype=self.dtype)
-
-    def _value_error(self, value: torch.Tensor) -> str | None:
-        bad = (value < 0) | (value >= self.n)
-        if bad.any():
-            idx = tuple(bad.nonzero()[0].tolist())
-            return f"value out of range at index {idx}: {value[idx].item()} not in [0, {self.n})"
-        return None
-
-    def project(self, value: torch.Tensor) -> torch.Tensor:
-        return value.clamp(0, self.n - 1)
-
-
-class MultiCategorical(TensorSpec):
-    """Several categorical choices along the last dim: ``value[..., i]`` in ``[0, nvec[i])``.
-
-    Examples:
-        >>> spec = MultiCategorical([2, 3], shape=(4, 2))
-        >>> spec.rand().shape
-        torch.Size([4, 2])
-    """
-
-    def __init__(self, nvec: Any, shape: ShapeLike | None = None, device: Any = None, dtype: Any = torch.int64):
-        nvec_t = torch.as_tensor(nvec, dtype=torch.int64)
-        super().__init__(nvec_t.shape if shape is None else shape, device, dtype)
-        self.nvec = nvec_t.to(self.device).expand(self.shape).clone()
-
-    def _kwargs(self) -> dict[str, Any]:
-        return {"nvec": self.nvec}
-
-    def _rebuild(self, shape: ShapeLike, device: Any = None, dtype: Any = None) -> TensorSpec:
-        shape = _size(shape)
-        return MultiCategorical(
-            self.nvec.expand(shape),
-            shape=shape,
-            device=self.device if device is None else device,
-            dtype=self.dtype if dtype is None else dtype,
-        )
-
-    def _eq_extra(self, other: Any) -> bool:
-        return bool(torch.equal(self.nvec, other.nvec))
-
-    def rand(self, shape: ShapeLike | None = None, *, generator: Any = None) -> torch.Tensor:
-        full = torch.Size((*_size(shape), *self.shape))
-        return _rand_int(full, 0, self.nvec - 1, self.dtype, self.device, generator)
-
-    def _value_error(self, value: torch.Tensor) -> str | None:
-        bad = (value < 0) | (value >= self.nvec)
-        if bad.any():
-            idx = tuple(bad.nonzero()[0].tolist())
-            return f"value out of range at index {idx}: {value[idx].item()} not in [0, {self.nvec[idx].item()})"
-        return None
-
-    def project(self, value: torch.Tensor) -> torch.Tensor:
-        return torch.minimum(value.clamp_min(0), self.nvec - 1).to(value.dtype)
-
-    def __repr__(self) -> str:
-        return f"MultiCategorical(shape={tuple(self.shape)}, dtype={self.dtype}, nvec={self.nvec.reshape(-1, self.shape[-1])[0].tolist() if self.shape else self.nvec.tolist()})"
-
-
-class OneHot(TensorSpec):
-    """One-hot values: the last dim has size ``n`` and exactly one 1.
-
-    Examples:
-        >>> spec = OneHot(3, shape=(5, 3))
-        >>> spec.rand().sum(-1).tolist()
-        [1, 1, 1, 1, 1]
-    """
-
-    def __init__(self, n: int, shape: ShapeLike | None = None, device: Any = None, dtype: Any = torch.bool):
-        super().__init__((n,) if shape is None else shape, device, dtype)
-        self.n = int(n)
-        if not self.shape or self.shape[-1] != self.n:
-            raise SpecError(f"OneHot: the last dim of shape must be n={n}, received shape {tuple(self.shape)}")
-
-    def _kwargs(self) -> dict[str, Any]:
-        return {"n": self.n}
-
-    def _eq_extra(self, other: Any) -> bool:
-        return self.n == other.n
-
-    def rand(self, shape: ShapeLike | None = None, *, generator: Any = None) -> torch.Tensor:
-        full = (*_size(shape), *self.shape[:-1])
-        idx = torch.randint(0, self.n, full, device=self.device, generator=generator)
-        return torch.nn.functional.one_hot(idx, self.n).to(self.dtype)
-
-    def _value_error(self, value: torch.Tensor) -> str | None:
-        v = value.to(torch.int64)
-        if ((v != 0) & (v != 1)).any() or (v.sum(-1) != 1).any():
-            return "expected one-hot values (a single 1 along the last dim)"
-        return None
-
-    def project(self, value: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.one_hot(value.argmax(-1), self.n).to(value.dtype)
-
-
-class Binary(TensorSpec):
-    """Values in ``{0, 1}``; the last dim has size ``n``.
-
-    Examples:
-        >>> Binary(4, shape=(2, 4)).rand().shape
-        torch.Size([2, 4])
-    """
-
-    def __init__(self, n: int | None = None, shape: ShapeLike | None = None, device: Any = None, dtype: Any = torch.int8):
-        if shape is None:
-            if n is None:
-                raise SpecError("Binary: give n or shape")
-            shape = (n,)
-        super().__init__(shape, device, dtype)
-        self.n = self.shape[-1] if n is None else int(n)
-        if not self.shape or self.shape[-1] != self.n:
-            raise SpecError(f"Binary: the last dim of shape must be n={n}, received shape {tuple(self.shape)}")
-
-    def _kwargs(self) -> dict[str, Any]:
-        return {"n": self.n}
-
-    def _eq_extra(self, other: Any) -> bool:
-        return self.n == other.n
-
-    def rand(self, shape: ShapeLike | None = None, *, generator: Any = None) -> torch.Tensor:
-        full = (*_size(shape), *self.shape)
-        return torch.randint(0, 2, full, device=self.device, generator=generator).to(self.dtype)
-
-    def _value_error(self, value: torch.Tensor) -> str | None:
-        if self.dtype != torch.bool and ((value != 0) & (value != 1)).any():
-            return "expected values in {0, 1}"
-        return None
-
-    def project(self, value: torch.Tensor) -> torch.Tensor:
-        return (value > 0.5).to(value.dtype) if value.dtype.is_floating_point else (value != 0).to(value.dtype)

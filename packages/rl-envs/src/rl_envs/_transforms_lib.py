@@ -1,5 +1,6 @@
-"""The shipped transforms: StepCounter, InitTracker, RewardSum, ObservationNorm,
-DoubleToFloat and TensorDictPrimer (TorchRL names and semantics).
+"""The shipped episode-bookkeeping transforms: StepCounter, InitTracker and RewardSum
+(TorchRL names and semantics). The observation/state transforms (DoubleToFloat,
+TensorDictPrimer, ObservationNorm) are in :mod:`rl_envs._transforms_obs`.
 
 Per-step work runs on numpy views of the CPU buffers (a small numpy op costs a fraction
 of a torch dispatch) and on tensors otherwise; every op writes into preallocated leaves.
@@ -15,14 +16,15 @@ import torch
 from tensordict import TensorDictBase
 
 from rl_envs._composite import Composite
-from rl_envs._keys import DONE, EPISODE_REWARD, IS_INIT, OBSERVATION, REWARD, STEP_COUNT, TRUNCATED
-from rl_envs._specs import Bounded, Categorical, TensorSpec, Unbounded
+from rl_envs._keys import DONE, EPISODE_REWARD, IS_INIT, REWARD, STEP_COUNT, TRUNCATED
+from rl_envs._specs import Bounded, TensorSpec, Unbounded
+from rl_envs._specs_discrete import Categorical
 from rl_envs._transforms import Transform
 
-__all__ = ["DoubleToFloat", "InitTracker", "ObservationNorm", "RewardSum", "StepCounter", "TensorDictPrimer"]
+__all__ = ["InitTracker", "RewardSum", "StepCounter", "new_leaf"]
 
 
-def _new_leaf(td: TensorDictBase, key: Any, spec: TensorSpec) -> tuple[TensorDictBase, torch.Tensor]:
+def new_leaf(td: TensorDictBase, key: Any, spec: TensorSpec) -> tuple[TensorDictBase, torch.Tensor]:
     """A shallow copy of ``td`` with a fresh zero leaf for ``key``."""
     out = td.copy()
     leaf = spec.zero()
@@ -67,8 +69,8 @@ class StepCounter(Transform):
 
     def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
         spec = Unbounded((*root.batch_size, 1), root.device, torch.int64)
-        root, r = _new_leaf(root, self.step_count_key, spec)
-        next, n = _new_leaf(next, self.step_count_key, spec)
+        root, r = new_leaf(root, self.step_count_key, spec)
+        next, n = new_leaf(next, self.step_count_key, spec)
         self._r, self._n = self._view(r), self._view(n)
         self._done, self._trunc = self._view(next.get(DONE)), self._view(next.get(TRUNCATED))
         self._tmp = self._view(torch.zeros_like(next.get(DONE)))
@@ -119,8 +121,8 @@ class InitTracker(Transform):
 
     def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
         spec = Categorical(2, (*root.batch_size, 1), root.device, torch.bool)
-        root, r = _new_leaf(root, self.init_key, spec)
-        next, _ = _new_leaf(next, self.init_key, spec)
+        root, r = new_leaf(root, self.init_key, spec)
+        next, _ = new_leaf(next, self.init_key, spec)
         self._r, self._done = self._view(r), self._view(next.get(DONE))
         return root, next
 
@@ -162,8 +164,8 @@ class RewardSum(Transform):
         for key, out in zip(self.in_keys, self.out_keys, strict=True):
             src = next.get(key)
             spec = Unbounded((*root.batch_size, 1), root.device, torch.float32)
-            root, r = _new_leaf(root, out, spec)
-            next, n = _new_leaf(next, out, spec)
+            root, r = new_leaf(root, out, spec)
+            next, n = new_leaf(next, out, spec)
             self._io.append((self._view(src), self._view(r), self._view(n)))
         self._done = self._view(next.get(DONE))
         self._not_done = self._view(torch.zeros_like(next.get(DONE)))
@@ -180,247 +182,4 @@ class RewardSum(Transform):
             n += src
             r[...] = n
             r *= self._not_done
-        return None
-
-
-class DoubleToFloat(Transform):
-    """Cast float64 observations to float32 (and float32 actions back to float64).
-
-    Args:
-        in_keys: observation keys to cast (default: every float64 observation).
-        in_keys_inv: action keys whose outer spec becomes float32 and that are cast back to
-            float64 before reaching the env (an explicit, documented cast).
-
-    Examples:
-        >>> from rl_envs import Composite, Unbounded
-        >>> t = DoubleToFloat()
-        >>> spec = Composite(observation=Unbounded((2, 3), dtype=torch.float64), shape=(2,))
-        >>> t.transform_observation_spec(spec)["observation"].dtype
-        torch.float32
-    """
-
-    def __init__(self, in_keys: Sequence[Any] | None = None, in_keys_inv: Sequence[Any] | None = None):
-        super().__init__(in_keys, in_keys)
-        self._auto = in_keys is None
-        self.in_keys_inv = list(in_keys_inv or [])
-
-    def transform_observation_spec(self, spec: Composite) -> Composite:
-        if self._auto:
-            self.in_keys = [k for k, s in spec.items(True, True) if s.dtype == torch.float64]
-            self.out_keys = list(self.in_keys)
-        for key in self.in_keys:
-            old = spec[key]
-            if old.dtype != torch.float64:
-                raise TypeError(f"DoubleToFloat: {key!r} is {old.dtype}, expected torch.float64")
-            spec[key] = old._rebuild(old.shape, dtype=torch.float32)
-        return spec
-
-    def transform_action_spec(self, spec: Composite) -> Composite:
-        for key in self.in_keys_inv:
-            old = spec[key]
-            spec[key] = old._rebuild(old.shape, dtype=torch.float32)
-        return spec
-
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
-        self._pairs = []
-        for key in self.in_keys:
-            spec = Unbounded(root.get(key).shape, root.device, torch.float32)
-            src_r, src_n = root.get(key), next.get(key)
-            root, r = _new_leaf(root, key, spec)
-            next, n = _new_leaf(next, key, spec)
-            self._pairs.append((self._view(src_r), self._view(r)))
-            self._pairs.append((self._view(src_n), self._view(n)))
-        return root, next
-
-    def _cast(self) -> None:
-        for src, dst in self._pairs:
-            dst[...] = src
-
-    def on_reset(self, mask: torch.Tensor | None) -> None:
-        self._cast()
-
-    def on_step(self) -> None:
-        self._cast()
-        return None
-
-    def inv_action(self, action: Any) -> Any:
-        if not self.in_keys_inv:
-            return action
-        if isinstance(action, torch.Tensor):
-            return action.to(torch.float64)
-        for key in self.in_keys_inv:
-            action.set(key, action.get(key).to(torch.float64))
-        return action
-
-
-class TensorDictPrimer(Transform):
-    """Add entries (e.g. recurrent states) filled with a default value at reset.
-
-    The primed keys appear at the root and under ``"next"`` (copied from the root at each
-    step); a finished sub-env gets the default value back in the next root.
-
-    Args:
-        primers: mapping key -> spec, shaped WITHOUT the batch dims (they are prepended).
-        default_value: fill value (or ``"random"`` to draw from the spec).
-
-    Examples:
-        >>> from rl_envs import GymEnv, TransformedEnv, Unbounded
-        >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), TensorDictPrimer({"h": Unbounded((8,))}))
-        >>> env.reset()["h"].shape
-        torch.Size([2, 8])
-        >>> env.close()
-    """
-
-    def __init__(self, primers: Composite | dict[str, TensorSpec] | None = None, default_value: float | str = 0.0, **kwargs: TensorSpec):
-        self.primers = dict(primers.items() if isinstance(primers, Composite) else (primers or {}))
-        self.primers.update(kwargs)
-        super().__init__([], list(self.primers))
-        self.default_value = default_value
-
-    def transform_observation_spec(self, spec: Composite) -> Composite:
-        for key, p in self.primers.items():
-            spec[key] = p.expand((*spec.shape, *p.shape))
-        self._specs = {k: spec[k] for k in self.primers}
-        return spec
-
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
-        self._pairs = []
-        for key, spec in self._specs.items():
-            root, r = _new_leaf(root, key, spec)
-            next, n = _new_leaf(next, key, spec)
-            self._pairs.append((r, n, spec))
-        self._done = next.get(DONE)
-        return root, next
-
-    def _fill(self, dst: torch.Tensor, spec: TensorSpec, mask: torch.Tensor | None) -> None:
-        value = spec.rand() if self.default_value == "random" else torch.full_like(dst, float(self.default_value))
-        if mask is None:
-            dst.copy_(value)
-        else:
-            m = mask.reshape(*mask.shape, *([1] * (dst.ndim - mask.ndim)))
-            torch.where(m, value, dst, out=dst)
-
-    def on_reset(self, mask: torch.Tensor | None) -> None:
-        for r, _, spec in self._pairs:
-            self._fill(r, spec, mask)
-
-    def on_step(self) -> None:
-        done = None
-        for r, n, spec in self._pairs:
-            n.copy_(r)
-            if done is None:
-                done = self._done.reshape(self._done.shape[:-1])
-                if not done.any():
-                    return None
-            self._fill(r, spec, done)
-        return None
-
-
-class ObservationNorm(Transform):
-    """Affine normalisation: ``obs * scale + loc`` (or ``(obs - loc) / scale`` when
-    ``standard_normal``), with statistics from :meth:`init_stats`.
-
-    Args:
-        loc: location (tensor broadcastable to the observation's event shape), or None
-            until :meth:`init_stats`.
-        scale: scale, likewise.
-        in_keys: observation keys (default ``["observation"]``); normalised in place of
-            the key (the raw value stays available in the base env).
-        standard_normal: the formula, as in TorchRL.
-
-    Examples:
-        >>> from rl_envs import GymEnv, TransformedEnv
-        >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=4), ObservationNorm(standard_normal=True))
-        >>> env.transform[0].init_stats(200)
-        >>> obs = env.rollout(500, break_when_any_done=False)["observation"]
-        >>> bool(obs.mean((0, 1)).abs().max() < 0.5)
-        True
-        >>> env.close()
-    """
-
-    def __init__(self, loc: Any = None, scale: Any = None, in_keys: Sequence[Any] | None = None, *, standard_normal: bool = False, eps: float = 1e-6):
-        super().__init__(in_keys or [OBSERVATION], in_keys or [OBSERVATION])
-        self.standard_normal = standard_normal
-        self.eps = eps
-        self.loc = None if loc is None else torch.as_tensor(loc, dtype=torch.float32)
-        self.scale = None if scale is None else torch.as_tensor(scale, dtype=torch.float32)
-
-    @property
-    def initialized(self) -> bool:
-        return self.loc is not None and self.scale is not None
-
-    def init_stats(self, num_iter: int, key: Any = None) -> None:
-        """Estimate loc/scale from ``num_iter`` random steps of the parent env.
-
-        Statistics are reduced over the batch and time dims (one value per event element).
-        """
-        parent = self.parent
-        if parent is None:
-            raise RuntimeError("ObservationNorm.init_stats: attach the transform to a TransformedEnv first")
-        key = self.in_keys[0] if key is None else key
-        data = parent.rollout(num_iter, break_when_any_done=False)
-        obs = data.get(key).to(torch.float64)
-        dims = tuple(range(data.batch_dims))
-        loc, scale = obs.mean(dims), obs.std(dims).clamp_min(self.eps)
-        if not self.standard_normal:
-            scale = 1.0 / scale
-            loc = -loc * scale
-        self.loc, self.scale = loc.float(), scale.float()
-        if self._owner is not None:
-            self._owner._invalidate()
-
-    def _affine(self, x: torch.Tensor) -> torch.Tensor:
-        loc, scale = self.loc.to(x), self.scale.to(x)  # type: ignore[union-attr]
-        return (x - loc) / scale if self.standard_normal else x * scale + loc
-
-    def transform_observation_spec(self, spec: Composite) -> Composite:
-        for key in self.in_keys:
-            old = spec[key]
-            if not old.dtype.is_floating_point:
-                raise TypeError(f"ObservationNorm: {key!r} must be floating point, received {old.dtype}")
-            new: TensorSpec = Unbounded(old.shape, old.device, old.dtype)
-            if isinstance(old, Bounded) and self.initialized:
-                a, b = self._affine(old.low), self._affine(old.high)
-                lo, hi = torch.minimum(a, b), torch.maximum(a, b)
-                lo = torch.where(torch.isnan(lo), float("-inf"), lo)
-                hi = torch.where(torch.isnan(hi), float("inf"), hi)
-                new = Bounded(lo, hi, old.shape, old.device, old.dtype)
-            spec[key] = new
-        return spec
-
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
-        self._pairs = []
-        for key in self.in_keys:
-            src_r, src_n = root.get(key), next.get(key)
-            spec = Unbounded(src_r.shape, src_r.device, src_r.dtype)
-            root, r = _new_leaf(root, key, spec)
-            next, n = _new_leaf(next, key, spec)
-            self._pairs += [(self._view(src_r), self._view(r)), (self._view(src_n), self._view(n))]
-        if self.initialized:
-            like = self._pairs[0][1] if self._pairs else None
-            to = (lambda t: t.numpy().astype(like.dtype)) if isinstance(like, np.ndarray) else (lambda t: t.to(like))
-            self._loc_v, self._scale_v = to(self.loc), to(self.scale)
-            if self.standard_normal:
-                self._scale_v = 1.0 / self._scale_v
-        return root, next
-
-    def _apply(self) -> None:
-        if not self.initialized:
-            raise RuntimeError("ObservationNorm: loc/scale are not set; call init_stats() or pass them")
-        for src, dst in self._pairs:
-            if self.standard_normal:
-                dst[...] = src
-                dst -= self._loc_v
-                dst *= self._scale_v
-            else:
-                dst[...] = src
-                dst *= self._scale_v
-                dst += self._loc_v
-
-    def on_reset(self, mask: torch.Tensor | None) -> None:
-        if self.initialized:
-            self._apply()
-
-    def on_step(self) -> None:
-        self._apply()
         return None
