@@ -7,6 +7,12 @@
 3. The numpy-vectorised CartPole with 4096 envs and the MLP (target >= 0.7).
 4. ``MultiSyncCollector`` / ``MultiAsyncCollector`` with 2 workers vs ``Collector`` on an
    env whose step burns ~0.5 ms of CPU (target >= 1.6x on 2 cores).
+5. Uneven envs: 8 single envs whose step sleeps a random 0.1-2 ms (``time.sleep``, so
+   the GIL is released like a C simulator or a remote env would):
+   ``AsyncBatchedCollector`` (threading backend) vs ``MultiSyncCollector`` (2 workers x 4)
+   vs ``Collector`` (``SerialEnv`` of 8), with the MLP; the limit of the async collector
+   is the envs' own rate (8 / mean step time); the server's mean batch size; and
+   ``compile_policy=True`` (inductor) on vs off.
 
 Run: ``uv run --no-sync python benchmarks/bench_collectors.py``.
 """
@@ -144,9 +150,99 @@ def bench_multi(frames_per_batch: int = 200, batches: int = 10) -> list[dict]:
     ]
 
 
+def _uneven_class() -> type:
+    import random
+
+    from rl_envs import Categorical, Composite, EnvBase, Unbounded
+    from tensordict import TensorDict
+
+    class Uneven(EnvBase):
+        """A single env whose step sleeps a random ``UNEVEN_S`` seconds; 4-dim observation."""
+
+        def __init__(self) -> None:
+            super().__init__(batch_size=())
+            self.observation_spec = Composite(observation=Unbounded((4,)), shape=())
+            self.action_spec = Categorical(2, shape=())
+            self.t = 0
+
+        def _reset(self, td: Any) -> Any:
+            self.t = 0
+            return TensorDict(observation=torch.zeros(4), batch_size=())
+
+        def _step(self, td: Any) -> Any:
+            time.sleep(random.uniform(*UNEVEN_S))
+            self.t += 1
+            done = torch.tensor([self.t >= 200])
+            return TensorDict(observation=torch.randn(4), reward=torch.ones(1), terminated=done, batch_size=())
+
+    return Uneven
+
+
+UNEVEN_S = (0.0001, 0.002)
+
+
+def make_uneven() -> Any:
+    """One uneven env (importable by spawned workers)."""
+    return _uneven_class()()
+
+
+def make_uneven_serial(n: int) -> Any:
+    from rl_envs import SerialEnv
+
+    return SerialEnv(n, make_uneven)
+
+
+def _iter_rate(collector: Any, batches: int, warmup: int = 1) -> float:
+    it = iter(collector)
+    for _ in range(warmup):
+        next(it)
+    start = time.perf_counter()
+    frames = sum(next(it).numel() for _ in range(batches))
+    return _rate(frames, time.perf_counter() - start)
+
+
+def _async_rate(module: Any, policy: Any, frames: int, batches: int, **knobs: Any) -> tuple[float, float]:
+    from rl_collectors import AsyncBatchedCollector
+
+    collector = AsyncBatchedCollector(module.make_uneven, policy, num_envs=8, frames_per_batch=frames, **knobs)
+    rate = _iter_rate(collector, batches, warmup=2)
+    mean_bs = collector.server_stats()["mean_batch_size"]
+    collector.shutdown()
+    return rate, mean_bs
+
+
+def bench_uneven(frames: int = 320, batches: int = 4) -> list[dict]:
+    from functools import partial
+
+    from rl_collectors import MultiSyncCollector
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    module = importlib.import_module("bench_collectors")  # picklable by name
+    policy = TensorDictModule(ActorNet(), in_keys=["observation"], out_keys=["action"])
+    limit = 8 / (sum(UNEVEN_S) / 2)
+    single = collector_rate(module.make_uneven_serial(8), policy, frames // 8, batches)
+    multi = MultiSyncCollector([partial(module.make_uneven_serial, 4)] * 2, policy, frames_per_batch=frames,
+                               total_frames=-1, start_timeout=600.0)
+    sync = _iter_rate(multi, batches)
+    multi.shutdown()
+    asyn, mean_bs = _async_rate(module, policy, frames, batches)
+    compiled, _ = _async_rate(module, policy, frames, batches, compile_policy=True)
+    return [
+        _row("AsyncBatchedCollector 8 uneven envs (0.1-2 ms): ours/env limit (target >= 0.7)", asyn, limit),
+        _row("AsyncBatchedCollector 8 uneven envs: ours/Collector SerialEnv x8 (target >= 3)", asyn, single),
+        _row("AsyncBatchedCollector 8 uneven envs: ours/MultiSyncCollector 2x4 (target >= 1.5)", asyn, sync),
+        _row("MultiSyncCollector 2x4 uneven envs: ours/Collector SerialEnv x8 (target >= 1.6)", sync, single),
+        _row("AsyncBatchedCollector server mean batch size: envs per forward/num_envs (no target)", mean_bs, 8.0,
+             unit="envs"),
+        _row("AsyncBatchedCollector compile_policy=True (inductor): on/off (target >= 1.0)", compiled, asyn),
+    ]
+
+
 def run() -> list[dict]:
     """All figures of this file (see the module docstring)."""
-    return bench_single() + bench_multi()
+    return bench_single() + bench_multi() + bench_uneven()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""RayCollector (2 actors) vs MultiSyncCollector (2 workers): throughput and start-up.
+"""RayCollector, DistributedDataCollector, RPCDataCollector vs MultiSyncCollector: throughput and start-up.
 
 Same env (``GymEnv("CartPole-v1", num_envs=8)`` per worker), same policy (a 4-64-64-2
 MLP, greedy action), same batch (1600 frames = 2 x 8 envs x 100 steps), measured in the
@@ -9,6 +9,9 @@ same run:
    multi-process collectors share memory).
 2. start-up (constructor to first batch ready to ask for) of each; RayCollector's
    includes ``ray.init`` of a local instance, reported separately from its actors.
+3. the same two figures for ``DistributedSyncDataCollector`` (gloo over loopback, 2
+   ranks started with ``launcher="mp"``) and ``RPCDataCollector(sync=True)`` (TensorPipe,
+   2 RPC workers): each batch crosses a socket once as one flat byte tensor.
 
 Ray's ``uv run`` runtime-env hook is switched off (``RAY_ENABLE_UV_RUN_RUNTIME_ENV=0``):
 the actors use this very virtual environment (see ``docs/distributed.md``).
@@ -92,6 +95,22 @@ def bench_ray() -> tuple[float, float, float]:
         ray.shutdown()
 
 
+def bench_torch_distributed(kind: str) -> tuple[float, float]:
+    """``kind``: ``"gloo"`` (DistributedSyncDataCollector) or ``"rpc"`` (RPCDataCollector)."""
+    from rl_collectors import DistributedSyncDataCollector, RPCDataCollector
+
+    cls = DistributedSyncDataCollector if kind == "gloo" else RPCDataCollector
+    extra = {} if kind == "gloo" else {"sync": True}
+    start = time.perf_counter()
+    collector = cls(make_env_fn(), make_policy(), frames_per_batch=FRAMES_PER_BATCH, total_frames=-1,
+                    num_collectors=2, start_timeout=600.0, **extra)
+    startup = time.perf_counter() - start
+    try:
+        return _measure(collector), startup
+    finally:
+        collector.shutdown()
+
+
 def _row(figure: str, value: float, limit: float, unit: str) -> dict:
     return {"figure": figure, "value": value, "unit": unit, "limit": limit, "ratio": value / limit}
 
@@ -100,6 +119,8 @@ def run() -> list[dict]:
     """All figures of this file (see the module docstring)."""
     multi_rate, multi_start = bench_multi_sync()
     ray_rate, ray_init, ray_actors = bench_ray()
+    gloo_rate, gloo_start = bench_torch_distributed("gloo")
+    rpc_rate, rpc_start = bench_torch_distributed("rpc")
     return [
         _row("RayCollector 2 actors, CartPole x8 MLP: Ray/MultiSync frames/s (target >= 0.8)", ray_rate, multi_rate,
              "frames/s"),
@@ -107,6 +128,13 @@ def run() -> list[dict]:
              "s"),
         _row("RayCollector start-up incl. local ray.init: Ray/MultiSync start-up (lower is better)",
              ray_init + ray_actors, multi_start, "s"),
+        _row("DistributedSyncDataCollector gloo 2 ranks: Dist/MultiSync frames/s (target >= 0.8)", gloo_rate,
+             multi_rate, "frames/s"),
+        _row("DistributedSyncDataCollector start-up: Dist/MultiSync start-up (lower is better)", gloo_start,
+             multi_start, "s"),
+        _row("RPCDataCollector sync 2 workers: RPC/MultiSync frames/s (target >= 0.8)", rpc_rate, multi_rate,
+             "frames/s"),
+        _row("RPCDataCollector start-up: RPC/MultiSync start-up (lower is better)", rpc_start, multi_start, "s"),
     ]
 
 

@@ -13,7 +13,13 @@ from tensordict import TensorDictBase
 from rl_collectors._keys import DONE, NEXT, POLICY_VERSION, TRAJ_IDS
 from rl_collectors._layout import alloc_buffer, build_plans, make_pin, nested
 from rl_collectors._options import CollectorOptions
-from rl_collectors._policy import exploration_context, find_outputs, prepare_policy
+from rl_collectors._policy import (
+    StreamSyncActor,
+    exploration_context,
+    find_outputs,
+    policy_forward,
+    prepare_policy,
+)
 from rl_collectors._profiling import ProfilingMixin
 from rl_collectors._strategies import DevicePolicyActor, PolicyActor, TrajectoryLimit
 from rl_collectors._traj import TrajCounter
@@ -47,7 +53,8 @@ class Collector(ProfilingMixin):
             ``max_frames_per_traj``, ``init_random_frames``, ``reset_at_each_iter``,
             ``split_trajs``, ``exploration_type``, ``reset_when_done``, ``env_device``,
             ``policy_device``, ``storing_device``, ``postproc``, ``replay_buffer``,
-            ``post_collect_hook``, ``weight_updater``.
+            ``post_collect_hook``, ``weight_updater``, and the performance knobs
+            ``compile_policy``, ``cudagraph_policy``, ``trust_policy``, ``no_cuda_sync``.
 
     Raises:
         ValueError: an argument is out of range (the message names it).
@@ -106,7 +113,10 @@ class Collector(ProfilingMixin):
         probe = make_pin(env_root.clone())
         if self.policy_device != self.env_device:
             probe = probe.to(self.policy_device)
-        self.out_keys = find_outputs(self.policy, probe, self.env.action_keys, self.options.interaction)
+        opts = self.options
+        self.out_keys = find_outputs(self.policy, probe, self.env.action_keys, opts.interaction, opts.trust_policy)
+        if opts.trust_policy:
+            self.env._action_checks_left = 0  # the env's value checks of the first actions
         outputs = probe.select(*self.out_keys).to(self.env_device)
         carried = {k[1:]: outputs.get(k) for k in self.out_keys if k[0] == NEXT and len(k) > 1}
         self.pin = make_pin(env_root)
@@ -137,10 +147,13 @@ class Collector(ProfilingMixin):
 
     def _choose_strategies(self) -> None:
         opts = self.options
+        forward = policy_forward(self.policy, opts, self.policy_device)
         if self.policy_device != self.env_device:
-            self._policy_actor: Any = DevicePolicyActor(self.policy, self.pin, self.out_keys, self.policy_device)
+            self._policy_actor: Any = DevicePolicyActor(forward, self.pin, self.out_keys, self.policy_device)
+            if self.policy_device.type == "cuda" and not opts.no_cuda_sync:
+                self._policy_actor = StreamSyncActor(self._policy_actor, self.policy_device)
         else:
-            self._policy_actor = PolicyActor(self.policy)
+            self._policy_actor = PolicyActor(forward)
         self._random_actor = PolicyActor(self._random_policy)
         self._after_step: list[Callable[[int], None]] = []
         self._limit = None

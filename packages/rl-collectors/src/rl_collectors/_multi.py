@@ -57,6 +57,8 @@ class MultiCollector:
         timeout: seconds a batch or reply may take before the worker is declared hung.
         start_timeout: seconds a worker may take to start (spawn, imports, env).
         num_threads: ``torch.set_num_threads`` in each worker (``None``: leave it).
+        filter_warnings_subprocess: ignore warnings in the worker processes (the
+            default: optional dependencies warn once per process); ``False`` shows them.
         **options: the :class:`~rl_collectors.CollectorOptions`; ``postproc``,
             ``replay_buffer``, ``post_collect_hook`` and ``split_trajs`` run here, the
             rest in the workers.
@@ -89,6 +91,7 @@ class MultiCollector:
         timeout: float = 300.0,
         start_timeout: float = 120.0,
         num_threads: int | None = 1,
+        filter_warnings_subprocess: bool = True,
         **options: Any,
     ) -> None:
         fns = list(create_env_fns) if isinstance(create_env_fns, Sequence) else None
@@ -100,6 +103,7 @@ class MultiCollector:
         self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
         self.update_at_each_batch, self.timeout = update_at_each_batch, timeout
         self.policy = policy
+        self.filter_warnings = bool(filter_warnings_subprocess)
         self.frames = 0
         self.timing = Timing("Collector main process")
         self._closed = False
@@ -126,7 +130,8 @@ class MultiCollector:
             weights = (self.weight_updater.shared, self.weight_updater.sequence)
         ctx = mp.get_context("spawn")
         for idx, fn in enumerate(fns):
-            spec = WorkerSpec(fn, policy, per_worker, opts, idx, self.num_workers, weights, threads)
+            spec = WorkerSpec(fn, policy, per_worker, opts, idx, self.num_workers, weights, threads,
+                              filter_warnings=self.filter_warnings)
             self._workers.append(InProcessWorker(spec) if in_process else ProcessWorker(spec, ctx))
         for worker in self._workers:
             worker.wait_ready(timeout)

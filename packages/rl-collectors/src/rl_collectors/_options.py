@@ -45,6 +45,21 @@ class CollectorOptions:
         post_collect_hook: ``batch -> None`` called on each batch (after ``postproc``).
         weight_updater: a :class:`~rl_collectors.weight_sync.WeightUpdaterBase`; default
             :class:`~rl_collectors.weight_sync.VanillaWeightUpdater`.
+        compile_policy: run the policy through ``torch.compile`` (``True``, or a dict of
+            ``torch.compile`` keyword arguments such as ``{"backend": "aot_eager"}``);
+            compiled lazily on the first rollout (seconds to tens of seconds on a CPU),
+            then every forward runs the compiled graph. Weights stay shared with the
+            eager module, so weight updates need no recompilation.
+        cudagraph_policy: wrap the policy in ``tensordict.nn.CudaGraphModule`` (``True``
+            or a dict of its keyword arguments) when it runs on a CUDA device: one graph
+            launch per forward instead of one per kernel. Inert (logged) elsewhere.
+        trust_policy: skip the output checks: the construction probe still learns the
+            keys the policy writes but no longer checks them (action written, env keys
+            kept, in-place semantics), and the env's value checks of the first actions
+            are skipped. Errors then surface later, and less clearly.
+        no_cuda_sync: skip the ``torch.cuda`` stream synchronisation after a policy that
+            runs on another device than the env (``policy_device != env_device``).
+            Inert without CUDA.
 
     Examples:
         >>> CollectorOptions(init_random_frames=100).interaction
@@ -68,6 +83,10 @@ class CollectorOptions:
     replay_buffer: Any = None
     post_collect_hook: Callable[[Any], None] | None = None
     weight_updater: Any = None
+    compile_policy: bool | dict[str, Any] = False
+    cudagraph_policy: bool | dict[str, Any] = False
+    trust_policy: bool = False
+    no_cuda_sync: bool = False
 
     def __post_init__(self) -> None:
         _check_count("max_frames_per_traj", self.max_frames_per_traj, 1, allow_none=True)
@@ -83,6 +102,13 @@ class CollectorOptions:
             value = getattr(self, name)
             if value is not None and not callable(value):
                 raise TypeError(f"{name}: expected a callable or None, got {type(value).__name__}")
+        for name in ("compile_policy", "cudagraph_policy"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, dict)):
+                raise TypeError(f"{name}: expected a bool or a dict of keyword arguments, got {value!r}")
+        for name in ("trust_policy", "no_cuda_sync"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name}: expected a bool, got {getattr(self, name)!r}")
         if self.replay_buffer is not None and not hasattr(self.replay_buffer, "extend"):
             raise TypeError(
                 f"replay_buffer: expected an object with extend(batch), got {type(self.replay_buffer).__name__}"

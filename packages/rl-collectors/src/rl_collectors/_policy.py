@@ -8,6 +8,7 @@ step), and to fail early, with a clear message, when it does not write the actio
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 import torch
@@ -22,7 +23,9 @@ from tensordict.nn import (
 from rl_collectors._layout import leaf_keys, nested
 from rl_collectors.exceptions import CollectorError
 
-__all__ = ["exploration_context", "find_outputs", "prepare_policy", "resolve_interaction"]
+__all__ = ["BatchedRandomPolicy", "StreamSyncActor", "exploration_context", "find_outputs", "policy_forward", "prepare_policy", "resolve_interaction"]
+
+logger = logging.getLogger(__name__)
 
 
 def resolve_interaction(exploration_type: Any) -> InteractionType:
@@ -68,8 +71,61 @@ def prepare_policy(policy: Any, env: Any, policy_device: torch.device | None) ->
     return policy
 
 
-def find_outputs(policy: Any, probe: TensorDictBase, action_keys: list[Any], kind: InteractionType) -> list[tuple]:
+def policy_forward(policy: Any, options: Any, policy_device: torch.device) -> Any:
+    """The callable the rollout runs: ``policy``, compiled and/or CUDA-graphed per ``options``.
+
+    ``policy`` itself stays eager (weights, ``state_dict`` and the probe use it); the
+    wrappers share its parameters, so in-place weight updates reach them.
+    """
+    forward = policy
+    if options.compile_policy and isinstance(policy, torch.nn.Module):
+        kwargs = options.compile_policy if isinstance(options.compile_policy, dict) else {}
+        forward = torch.compile(forward, **kwargs)
+    if options.cudagraph_policy:
+        if policy_device.type != "cuda":
+            logger.info("cudagraph_policy: inert, the policy runs on %s (CUDA graphs need a CUDA device)", policy_device)
+        else:
+            from tensordict.nn import CudaGraphModule
+
+            kwargs = options.cudagraph_policy if isinstance(options.cudagraph_policy, dict) else {}
+            forward = CudaGraphModule(forward, **kwargs)
+    return forward
+
+
+class BatchedRandomPolicy:
+    """Uniform random actions for a batch of any size ``k`` (``AsyncBatchedCollector`` with
+    ``policy=None``): ``k`` draws from a single env's action spec, reshaped to ``[k, *shape]``."""
+
+    def __init__(self, spec: Any, key: Any, shape: torch.Size) -> None:
+        self.spec, self.key, self.shape = spec, key, shape
+
+    def __call__(self, td: TensorDictBase) -> TensorDictBase:
+        k = td.batch_size[0]
+        td.set(self.key, torch.stack([self.spec.rand() for _ in range(k)]).reshape(k, *self.shape))
+        return td
+
+
+class StreamSyncActor:
+    """Run an actor, then wait for the policy device's CUDA stream (its outputs were copied
+    back with ``non_blocking``); what ``no_cuda_sync=True`` skips."""
+
+    __slots__ = ("actor", "stream")
+
+    def __init__(self, actor: Any, device: torch.device) -> None:
+        self.actor = actor
+        self.stream = torch.cuda.current_stream(device)
+
+    def __call__(self, pin: TensorDictBase) -> None:
+        self.actor(pin)
+        self.stream.synchronize()
+
+
+def find_outputs(
+    policy: Any, probe: TensorDictBase, action_keys: list[Any], kind: InteractionType, trust: bool = False
+) -> list[tuple]:
     """Call ``policy`` once on ``probe`` and return the keys it wrote (new or replaced leaves).
+
+    With ``trust=True`` the keys are returned unchecked (``trust_policy``).
 
     Raises:
         CollectorError: the policy raised, returned another object than its input, did
@@ -84,12 +140,14 @@ def find_outputs(policy: Any, probe: TensorDictBase, action_keys: list[Any], kin
             f"policy: calling it on the first input (keys {sorted(map(str, before))}) raised "
             f"{type(err).__name__}: {err}"
         ) from err
-    if out is not None and out is not probe:
+    if out is not None and out is not probe and not trust:
         raise CollectorError(
             "policy: expected it to write its outputs into the input TensorDict and return "
             f"it (TensorDictModule semantics), got a different {type(out).__name__}"
         )
     written = [k for k in leaf_keys(probe) if k not in before or probe.get(k) is not before[k]]
+    if trust:
+        return written
     missing = [k for k in map(nested, action_keys) if k not in written]
     if missing:
         raise CollectorError(

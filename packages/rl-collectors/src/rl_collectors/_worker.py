@@ -21,6 +21,7 @@ import multiprocessing as mp
 import multiprocessing.connection as mpc
 import time
 import traceback
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,7 @@ class WorkerSpec:
     num_threads: int | None = 1
     shared: bool = True
     env: dict[str, Any] = field(default_factory=dict)
+    filter_warnings: bool = True
 
 
 class WorkerRuntime:
@@ -118,7 +120,14 @@ def _resolve(collector: Any, name: Any) -> Any:
 
 
 def worker_main(spec: WorkerSpec, conn: Any) -> None:
-    """Process target: build the runtime, then serve commands until ``close`` or orphaned."""
+    """Process target: build the runtime, then serve commands until ``close`` or orphaned.
+
+    With ``spec.filter_warnings`` (``filter_warnings_subprocess``, the default) every
+    warning is ignored in the worker: optional dependencies warn once per process, and
+    N workers would repeat each one N times.
+    """
+    if spec.filter_warnings:
+        warnings.filterwarnings("ignore")
     try:
         runtime = WorkerRuntime(spec)
         conn.send(("ready", (runtime.buffer, runtime.collector._traj.num_rows)))

@@ -8,12 +8,18 @@ runtime with :func:`set_profiling_enabled`; an enabled range goes to
 (else it is skipped: building one costs microseconds and nobody would record it), or,
 without torch, to rl-profiling's own recorder while it records
 (:mod:`rl_profiling._recorder`).
+
+NVTX: with ``RL_PROFILING_NVTX=1`` (read when the first range opens) or :func:`set_nvtx_enabled`, an
+enabled range is also pushed as an NVTX range (``torch.cuda.nvtx``) for Nsight Systems,
+whether or not a torch profiler runs. It needs an armed process and CUDA; without CUDA
+the switch stays off (inert). The un-armed and disabled paths do not change.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import warnings
 from collections.abc import Callable
@@ -25,18 +31,24 @@ from rl_profiling._torch import import_torch
 __all__ = [
     "ENV_VAR",
     "ARMED",
+    "NVTX_ENV_VAR",
+    "nvtx_enabled",
     "profiled",
     "profiling_enabled",
     "profiling_env",
     "record",
+    "set_nvtx_enabled",
     "set_profiling_enabled",
 ]
+
+logger = logging.getLogger(__name__)
 
 ENV_VAR = "RL_PROFILING"
 _TRUE = {"1", "true", "yes", "on"}
 
 ARMED: bool = os.environ.get(ENV_VAR, "").strip().lower() in _TRUE
 """Whether ``RL_PROFILING`` was set when ``rl_profiling`` was imported."""
+NVTX_ENV_VAR = "RL_PROFILING_NVTX"
 
 
 class _NullRange(contextlib.nullcontext):  # type: ignore[type-arg]
@@ -53,6 +65,62 @@ class _NullRange(contextlib.nullcontext):  # type: ignore[type-arg]
 _NULL = _NullRange()
 _state = {"enabled": ARMED}
 _backend: dict[str, Any] = {}
+_nvtx: dict[str, Any] = {"push": None, "pop": None}
+
+
+class _NvtxRange:
+    """An NVTX push/pop around another range (a ``record_function`` or the null one)."""
+
+    __slots__ = ("inner", "name")
+
+    def __init__(self, name: str, inner: Any) -> None:
+        self.name, self.inner = name, inner
+
+    def __enter__(self) -> None:
+        _nvtx["push"](self.name)
+        self.inner.__enter__()
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.inner.__exit__(exc_type, exc, tb)
+        _nvtx["pop"]()
+
+
+def nvtx_enabled() -> bool:
+    """Return whether enabled ranges are also emitted as NVTX ranges in this process."""
+    return _nvtx["push"] is not None
+
+
+def set_nvtx_enabled(flag: bool) -> bool:
+    """Also emit every enabled range as an NVTX range (for Nsight Systems), or stop.
+
+    Args:
+        flag: ``True`` to push NVTX ranges, ``False`` to stop.
+
+    Returns:
+        Whether NVTX ranges are on now: ``False`` (a logged no-op) when ``flag`` is
+        ``True`` but torch with CUDA is not available. Ranges exist only in an armed
+        process (``RL_PROFILING=1``); the environment variable ``RL_PROFILING_NVTX=1``
+        switches this on when the first range opens.
+
+    Examples:
+        >>> from rl_profiling import set_nvtx_enabled
+        >>> set_nvtx_enabled(False)
+        False
+    """
+    if not flag:
+        _nvtx["push"] = _nvtx["pop"] = None
+        return False
+    torch = import_torch()
+    if torch is None or not torch.cuda.is_available():
+        logger.info("set_nvtx_enabled(True): inert, torch with CUDA is not available")
+        return False
+    _set_nvtx_backend(torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop)
+    return True
+
+
+def _set_nvtx_backend(push: Callable[[str], Any], pop: Callable[[], Any]) -> None:
+    """Install the NVTX push/pop functions (``torch.cuda.nvtx`` or a stand-in in tests)."""
+    _nvtx["push"], _nvtx["pop"] = push, pop
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -111,7 +179,8 @@ def _open_range(name: str) -> Any:
         # Outside a running profiler a record_function would be built and thrown away
         # (microseconds): one C call tells whether anyone listens.
         listening = _backend["profiler_enabled"]
-        return rf(name) if listening is None or listening() else _NULL
+        inner = rf(name) if listening is None or listening() else _NULL
+        return inner if _nvtx["push"] is None else _NvtxRange(name, inner)
     # Like torch.profiler, the stdlib recorder keeps ranges only while a recording is open,
     # so an armed process without torch does not grow a list of events forever.
     return RECORDER.range(name) if RECORDER.recording else _NULL
@@ -119,6 +188,8 @@ def _open_range(name: str) -> Any:
 
 def _load_backend() -> None:
     torch = import_torch()
+    if os.environ.get(NVTX_ENV_VAR, "").strip().lower() in _TRUE:
+        set_nvtx_enabled(True)  # on the first range, so that importing rl_profiling never imports torch
     if torch is None:
         _backend["record_function"] = None
         _backend["compiling"] = None
@@ -197,3 +268,4 @@ def profiled(name: str) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorate
+

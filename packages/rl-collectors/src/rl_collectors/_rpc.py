@@ -1,0 +1,301 @@
+"""``RPCDataCollector``: the distributed collector over ``torch.distributed.rpc`` (TensorPipe).
+
+Wiring (one place):
+
+- The trainer is RPC worker ``"trainer"`` (rank 0) and hosts the rendezvous store; the
+  launcher (``_launchers.py``) starts ``"collector{rank}"`` for ranks ``1..N``
+  (:func:`run_rpc_rank`). Each writes its ready key in the store, joins RPC, and waits
+  for calls until the trainer calls ``_rpc_stop`` or its store goes away.
+- Calls: ``_rpc_build(spec, idx)`` builds the rank's collector (a
+  :class:`~rl_collectors._distributed_worker.RankRuntime`, the same as the
+  torch.distributed collector's); ``_rpc_collect(steps, weights, version)`` loads newer
+  weights when given and returns the batch as one flat byte tensor; ``_rpc_call`` serves
+  ``map_fn``, profiling and timings.
+- Each call is a ``rpc_async`` future with the collector's timeout; a done-callback puts
+  the index in a queue, and the trainer waits on that queue in short slices, checking
+  the launcher's liveness between them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from rl_profiling import Timing, profiling_env
+from tensordict import TensorDictBase
+
+from rl_collectors._collector import Collector
+from rl_collectors._distributed_base import RemoteCollectorBase
+from rl_collectors._distributed_worker import READY_KEY, RankRuntime
+from rl_collectors._launchers import make_launcher
+from rl_collectors.exceptions import WorkerError
+
+__all__ = ["RPCDataCollector", "run_rpc_rank"]
+
+_STATE: dict[str, Any] = {}
+_STOP = threading.Event()
+_SLICE = 0.1
+
+
+# -- the collector ranks' side ---------------------------------------------------------------------
+def _rpc_build(spec: dict[str, Any], idx: int) -> dict[str, Any]:
+    _STATE["runtime"] = runtime = RankRuntime(spec, idx)
+    return runtime.info()
+
+
+def _rpc_collect(steps: int, weights: TensorDictBase | None, version: int) -> torch.Tensor:
+    runtime = _STATE["runtime"]
+    if weights is not None:
+        runtime.load_weights(weights, version)
+    return runtime.collect(steps)
+
+
+def _rpc_call(name: Any, args: tuple) -> Any:
+    return _STATE["runtime"].call(name, args)
+
+
+def _rpc_stop() -> None:
+    _STOP.set()
+
+
+def _init_rpc(name: str, rank: int, world_size: int, addr: str, port: int, timeout: float) -> None:
+    """``rpc.init_rpc`` over TensorPipe, without torch's own internal deprecation warning."""
+    from torch.distributed import rpc
+
+    with warnings.catch_warnings():  # torch's RPC start-up trips its own "Backend as a ProcessGroup" warning
+        warnings.filterwarnings("ignore", message=".*as a ProcessGroup.*")
+        rpc.init_rpc(name, rank=rank, world_size=world_size, rpc_backend_options=_options(addr, port, timeout))
+
+
+def _options(addr: str, port: int, timeout: float) -> Any:
+    from torch.distributed import rpc
+
+    return rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://{addr}:{port}", rpc_timeout=timeout,
+                                           num_worker_threads=4)
+
+
+def run_rpc_rank(addr: str, port: int, rank: int, world_size: int, timeout: float = 300.0) -> None:
+    """Launcher target: join the trainer's RPC group as ``collector{rank}`` and serve calls."""
+    from torch.distributed import rpc
+
+    store = dist.TCPStore(addr, port, world_size, is_master=False, timeout=datetime.timedelta(seconds=timeout))
+    store.set(READY_KEY.format(rank=rank), str(rank))
+    _init_rpc(f"collector{rank}", rank, world_size, addr, port, timeout)
+    try:
+        while not _STOP.wait(0.5):
+            try:
+                store.check([READY_KEY.format(rank=rank)])  # raises once the trainer is gone
+            except Exception:
+                return
+    finally:
+        runtime = _STATE.pop("runtime", None)
+        if runtime is not None:
+            runtime.close()
+        rpc.shutdown(graceful=False)
+
+
+# -- the trainer's side ---------------------------------------------------------------------------
+class RPCDataCollector(RemoteCollectorBase):
+    """Collect on ``N`` ``torch.distributed.rpc`` workers, one collector each.
+
+    The same contract as :class:`~rl_collectors.DistributedDataCollector` (batch layout,
+    sync and async schedules, exact ``total_frames``, unique trajectory ids, weight
+    versions, profiling, failures named by rank), over RPC calls instead of
+    point-to-point tensors: the trainer calls each worker's collector and gets the batch
+    back as the call's result. Newer weights travel with the next call to each worker.
+
+    Args:
+        create_env_fn: an env constructor (picklable), or one per collector.
+        policy: as for ``Collector``, sent to every worker.
+        frames_per_batch: frames per yielded batch.
+        total_frames: frames in total, ``-1`` for an endless iterator.
+        num_collectors: number of RPC collector workers.
+        launcher: ``"mp"`` or ``"submitit"`` (see ``DistributedDataCollector``).
+        num_workers_per_collector: env copies given to a ``MultiCollector`` class.
+        collector_class: the collector each worker hosts (default ``Collector``).
+        collector_kwargs: its options; ``postproc``, ``replay_buffer``,
+            ``post_collect_hook`` and ``split_trajs`` run on the trainer.
+        sync: synchronous or asynchronous (default) schedule.
+        tcp_port: the rendezvous port (``None``: a free one).
+        master_addr: the address workers connect to (default as for the launcher).
+        update_after_each_batch: push the policy's weights after each yielded batch.
+        submitit_executor: ``"auto"``, ``"slurm"``, ``"local"`` or a submitit Executor.
+        submitit_folder: submitit's log folder.
+        slurm_kwargs: submitit ``update_parameters`` for the collector jobs.
+        timeout: seconds an RPC call may take.
+        start_timeout: seconds the workers may take to start.
+        num_threads: ``torch.set_num_threads`` on each worker (``None``: leave it).
+
+    Raises:
+        ValueError: a bad argument (the message names it).
+        WorkerError: a worker failed to start (its rank and error are in the message).
+
+    Examples:
+        >>> from functools import partial
+        >>> from rl_envs import GymEnv
+        >>> collector = RPCDataCollector(  # doctest: +SKIP
+        ...     partial(GymEnv, "CartPole-v1", num_envs=2), None, frames_per_batch=8,
+        ...     total_frames=16, num_collectors=2, sync=True)
+        >>> [b.batch_size for b in collector]  # doctest: +SKIP
+        [torch.Size([4, 2]), torch.Size([4, 2])]
+        >>> collector.shutdown()  # doctest: +SKIP
+    """
+
+    kind = "RPC worker"
+
+    def __init__(
+        self,
+        create_env_fn: Any,
+        policy: Any = None,
+        *,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        num_collectors: int | None = None,
+        launcher: str = "mp",
+        num_workers_per_collector: int = 1,
+        collector_class: type = Collector,
+        collector_kwargs: dict[str, Any] | None = None,
+        sync: bool = False,
+        tcp_port: int | None = None,
+        master_addr: str | None = None,
+        update_after_each_batch: bool = False,
+        submitit_executor: Any = "auto",
+        submitit_folder: str = "submitit_logs",
+        slurm_kwargs: dict[str, Any] | None = None,
+        timeout: float = 300.0,
+        start_timeout: float = 300.0,
+        num_threads: int | None = 1,
+    ) -> None:
+        if launcher not in ("mp", "submitit"):
+            raise ValueError(f"launcher: expected 'mp' or 'submitit' for RPCDataCollector, got {launcher!r}")
+        self._setup(create_env_fn, policy, frames_per_batch, total_frames, num_collectors, sync, collector_class,
+                    collector_kwargs, num_workers_per_collector, update_after_each_batch, timeout)
+        self.timing = Timing("RPCDataCollector trainer")
+        self._store: Any = None
+        self._rpc_up = False
+        self.handles: dict[int, Any] = {}
+        self._futures: dict[int, tuple[Any, int]] = {}
+        self._done: queue.Queue = queue.Queue()
+        self._weights: TensorDictBase | None = None
+        self._versions = [0] * self.num_collectors
+        try:
+            launcher_obj = make_launcher(launcher, submitit_executor, submitit_folder, slurm_kwargs)
+            self._join(launcher_obj, tcp_port, master_addr, start_timeout)
+            self._start_collectors(num_threads, start_timeout)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _join(self, launcher: Any, tcp_port: int | None, master_addr: str | None, timeout: float) -> None:
+        world = self.num_collectors + 1
+        addr = master_addr or launcher.default_addr
+        # multi_tenant: init_rpc's own store on this port reuses this server
+        self._store = dist.TCPStore("0.0.0.0", tcp_port or 0, world, is_master=True, wait_for_workers=False,
+                                    timeout=datetime.timedelta(seconds=timeout), multi_tenant=True)
+        port = self._store.port
+        args = [(addr, port, r, world, self.timeout) for r in range(1, world)]
+        self.handles = {h.rank: h for h in launcher.launch(run_rpc_rank, args)}
+        deadline = time.monotonic() + timeout
+        for rank in range(1, world):
+            while not self._store.check([READY_KEY.format(rank=rank)]):
+                self._check_alive([rank - 1], "start")
+                if time.monotonic() > deadline:
+                    raise WorkerError(rank - 1, f"RPC worker {rank} did not join within {timeout} s")
+                time.sleep(0.05)
+        _init_rpc("trainer", 0, world, addr, port, self.timeout)
+        self._rpc_up = True
+
+    def _start_collectors(self, num_threads: int | None, timeout: float) -> None:
+        spec = {"collector_class": self.collector_class, "policy": self.policy, "frames_per_batch": self.per_rank,
+                "kwargs": self.rank_kwargs, "num_threads": num_threads, "num_collectors": self.num_collectors,
+                "num_workers_per_collector": self.num_workers_per_collector, "profiling": bool(profiling_env())}
+        for idx, fn in enumerate(self.env_fns):
+            self._submit(idx, _rpc_build, ({**spec, "create_env_fn": fn}, idx), 0, timeout)
+        self._ready([self._wait([i], "start", timeout)[1] for i in range(self.num_collectors)])
+
+    # -- futures -------------------------------------------------------------------------------
+    def _submit(self, idx: int, fn: Any, args: tuple, tag: int, timeout: float | None = None) -> None:
+        from torch.distributed import rpc
+
+        fut = rpc.rpc_async(f"collector{idx + 1}", fn, args=args, timeout=timeout or self.timeout)
+        self._futures[idx] = (fut, tag)
+        fut.add_done_callback(lambda _, i=idx: self._done.put(i))
+
+    def _check_alive(self, indices: Sequence[int], what: str) -> None:
+        for idx in indices:
+            handle = self.handles.get(idx + 1)
+            if handle is not None and not handle.alive():
+                raise WorkerError(idx, f"RPC worker {idx + 1} (rank {idx + 1}) died ({handle.describe()}) "
+                                       f"during {what!r}")
+
+    def _wait(self, indices: Sequence[int], what: str, timeout: float | None = None) -> tuple[int, Any, int]:
+        """The first finished call among ``indices``: ``(idx, result, tag)``; failures are ``WorkerError``."""
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            for idx in indices:
+                fut, tag = self._futures.get(idx, (None, 0))
+                if fut is not None and fut.done():
+                    del self._futures[idx]
+                    try:
+                        return idx, fut.wait(), tag
+                    except Exception as err:
+                        self._check_alive([idx], what)
+                        raise WorkerError(idx, f"RPC worker {idx + 1} (rank {idx + 1}) failed during {what!r}",
+                                          str(err)) from None
+            try:
+                self._done.get(timeout=_SLICE)
+            except queue.Empty:
+                self._check_alive(indices, what)
+                if time.monotonic() > deadline:
+                    raise WorkerError(indices[0], f"no reply to {what!r} within {timeout} s from RPC worker(s) "
+                                                  f"{[i + 1 for i in indices]}") from None
+
+    # -- transport hooks ----------------------------------------------------------------------
+    def _collect_request(self, idx: int, steps: int) -> None:
+        newer = self._weights is not None and self._versions[idx] < self.policy_version
+        self._submit(idx, _rpc_collect, (steps, self._weights if newer else None, self.policy_version), steps)
+        if newer:
+            self._versions[idx] = self.policy_version
+
+    def _receive_batch(self, indices: Sequence[int]) -> tuple[int, TensorDictBase]:
+        idx, flat, steps = self._wait(indices, "collect")
+        layout = self.layouts[0]
+        layout = layout if steps == layout.steps else layout.with_steps(steps)
+        return idx, layout.unpack(flat)
+
+    def _call(self, indices: list[int], name: Any, args: list[tuple]) -> list[Any]:
+        for idx, a in zip(indices, args, strict=True):
+            self._submit(idx, _rpc_call, (name, a), 0)
+        return [self._wait([i], str(name))[1] for i in indices]
+
+    def _push_weights(self, weights: TensorDictBase) -> None:
+        self._weights = weights.detach().to("cpu").clone()
+
+    def _teardown(self) -> None:
+        from torch.distributed import rpc
+
+        if self._rpc_up:
+            stops = []
+            for idx in range(self.num_collectors):
+                handle = self.handles.get(idx + 1)
+                if handle is None or handle.alive():
+                    stops.append(rpc.rpc_async(f"collector{idx + 1}", _rpc_stop, timeout=3.0))
+            for fut in stops:
+                with contextlib.suppress(Exception):  # a dead or busy worker: the launcher ends it below
+                    fut.wait()
+            self._rpc_up = False
+            rpc.shutdown(graceful=False)
+        for handle in self.handles.values():
+            handle.stop(3.0)
+        self.handles = {}
+        self._futures.clear()
+        self._store = None
