@@ -187,3 +187,20 @@ def test_a_dump_killed_half_way_leaves_the_previous_checkpoint(tmp_path):
     rb.dumps(tmp_path)  # the next dump cleans the leftovers up
     assert sorted(p.name for p in tmp_path.iterdir()) == ["LATEST", "ckpt-1"]
     assert os.path.exists(tmp_path / "LATEST")
+
+
+def test_samples_carry_index_and_keep_stored_keys_nested_or_flat():
+    rb = TensorDictPrioritizedReplayBuffer(
+        alpha=1.0, beta=1.0, storage=LazyTensorStorage(8), batch_size=5
+    )
+    rows = TensorDict({"obs": torch.arange(8.0).unsqueeze(1), ("next", "r"): torch.arange(8)}, [8])
+    rb.extend(rows)
+    td = rb.sample()
+    assert set(td.keys(True, True)) == {"obs", ("next", "r"), "index", "priority_weight"}
+    assert torch.equal(td["obs"].squeeze(1).long(), td["index"])
+    assert torch.equal(td["next", "r"], td["index"])
+    flat = TensorDictReplayBuffer(storage=LazyTensorStorage(8), batch_size=5)
+    flat.extend(rows.exclude("next"))
+    td = flat.sample()
+    assert set(td.keys()) == {"obs", "index"} and td.batch_size == (5,)
+    assert torch.equal(td["obs"].squeeze(1).long(), td["index"])

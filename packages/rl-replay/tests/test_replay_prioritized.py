@@ -134,3 +134,32 @@ def test_td_prioritized_buffer_reads_td_error():
     assert (rb.sample()["index"] == hot).float().mean() > 0.9
     with pytest.raises(KeyError, match="td_error"):
         rb.update_tensordict_priority(td.exclude("td_error"))
+
+
+def test_a_sampled_index_changed_in_place_is_checked_again():
+    rb = TensorDictPrioritizedReplayBuffer(
+        alpha=1.0, beta=1.0, storage=LazyTensorStorage(16), batch_size=4
+    )
+    rb.extend(TensorDict({"obs": torch.zeros(16, 1)}, [16]))
+    td = rb.sample()
+    rb.update_priority(td["index"], torch.ones(4))  # the sampler's own indices
+    before = rb.sampler.tree.leaves.clone()
+    td = rb.sample()
+    index = td["index"]
+    index.view(-1)[0] = 99  # same tensor, new version: no longer trusted
+    with pytest.raises(InvalidPriorityError, match="index"):
+        rb.update_priority(index, torch.ones(4))
+    with pytest.raises(InvalidPriorityError, match="index"):
+        rb.update_priority(torch.tensor([0, -1]), torch.ones(2))
+    assert torch.equal(rb.sampler.tree.leaves, before)
+
+
+def test_tree_state_round_trip_keeps_written_zeros_for_the_min():
+    tree = PriorityTree(100, fanout=4, top_size=4)
+    tree.update(torch.tensor([3, 50, 77]), torch.tensor([2.0, 0.0, 5.0], dtype=torch.float64))
+    other = PriorityTree(100, fanout=4, top_size=4)
+    other.load_state_dict(tree.state_dict())
+    assert other.min() == 0.0 and other.total() == 7.0
+    u = torch.linspace(0, 0.99, 50, dtype=torch.float64)
+    assert torch.equal(other.sample(u), tree.sample(u))
+    assert set(tree.sample(u).tolist()) == {3, 77}

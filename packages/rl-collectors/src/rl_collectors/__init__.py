@@ -1,8 +1,11 @@
-"""Data collectors (single, multi-process, Ray) and weight synchronisation.
+"""Data collectors (single, multi-process, async-batched, distributed) and weight sync.
 
 ``Collector`` steps one batched env with a policy into preallocated ``[*B, T]``
 batches; ``MultiSyncCollector`` / ``MultiAsyncCollector`` / ``AsyncCollector`` run
-Collectors in spawned worker processes with batches in shared memory.
+Collectors in spawned worker processes with batches in shared memory;
+``AsyncBatchedCollector`` steps envs independently around an inference server;
+``RayCollector``, ``DistributedDataCollector`` / ``DistributedSyncDataCollector`` and
+``RPCDataCollector`` run Collectors on other processes or nodes.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from rl_replay._slice import SliceSampler
 from rl_replay._storage import LazyTensorStorage, ListStorage, Storage
 from rl_replay._td_buffers import TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
 from rl_replay._tree import PriorityTree
+from rl_replay._tree_triton import TritonPriorityTree, triton_tree_available
 from rl_replay._writers import (
     ImmutableDatasetWriter,
     RoundRobinWriter,
@@ -60,6 +61,8 @@ __all__ = [
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",
     "TensorDictReplayBuffer",
+    "TritonPriorityTree",
     "Writer",
     "__version__",
+    "triton_tree_available",
 ]

@@ -182,7 +182,7 @@ class ReplayBuffer:
     def _sample(self, batch_size: int) -> tuple[Any, dict]:
         with self._lock:
             index, info = self._sampler.sample(self._storage, batch_size, self._generator)
-            data = self._storage.get(index)
+            data = self._gather(index, info)
         info[INDEX] = index
         data = self._postprocess(data, info)
         if self._collate_fn is not None:
@@ -190,6 +190,10 @@ class ReplayBuffer:
         if self._transform is not None:
             data = self._transform(data)
         return data, info
+
+    def _gather(self, index: torch.Tensor, info: dict) -> Any:
+        """Read the sampled rows (under the lock)."""
+        return self._storage.get(index)
 
     def _postprocess(self, data: Any, info: dict) -> Any:
         return data

@@ -9,6 +9,7 @@ checks, which is what keeps ``sample()`` close to the cost of indexing the tenso
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -109,10 +110,33 @@ class Layout:
                 raise StorageLayoutError(f"{name}: expected dtype {dt}, got {odt}")
         return self.leaves(data)
 
-    def build(self, leaves: list[torch.Tensor], batch_size: torch.Size, device: Any) -> Any:
-        """Assemble gathered leaves into a TensorDict (or return the single Tensor)."""
+    @cached_property
+    def flat(self) -> bool:
+        """Whether every key is a plain string (no nesting): the fastest ``build``."""
+        return self.is_td and all(isinstance(k, str) for k in self.keys)
+
+    def build(
+        self,
+        leaves: list[torch.Tensor],
+        batch_size: torch.Size,
+        device: Any,
+        extra: dict | None = None,
+    ) -> Any:
+        """Assemble gathered leaves into a TensorDict (or return the single Tensor).
+
+        ``extra`` maps root-level string keys to tensors of batch shape ``batch_size``
+        (e.g. ``"index"``) that join the TensorDict, replacing stored entries of the same
+        name; it is ignored for Tensor data.
+        """
         if not self.is_td:
             return leaves[0]
+        if self.flat:
+            source = dict(zip(self.keys, leaves, strict=True))
+            if extra:
+                source.update(extra)
+            return TensorDict._new_unsafe(
+                source=source, batch_size=batch_size, device=device, nested=False
+            )
         root: dict = {}
         for k, v in zip(self.keys, leaves, strict=False):
             if isinstance(k, tuple):
@@ -122,6 +146,8 @@ class Layout:
                 node[k[-1]] = v
             else:
                 root[k] = v
+        if extra:
+            root.update(extra)
         return _assemble(root, batch_size, device)
 
 

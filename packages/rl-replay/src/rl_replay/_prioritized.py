@@ -17,6 +17,7 @@ from rl_replay._keys import PRIORITY_WEIGHT
 from rl_replay._samplers import Sampler, _require_data
 from rl_replay._storage import Storage
 from rl_replay._tree import PriorityTree
+from rl_replay._tree_triton import make_priority_tree
 from rl_replay.exceptions import InvalidPriorityError
 
 __all__ = ["PrioritizedSampler"]
@@ -73,12 +74,17 @@ class PrioritizedSampler(Sampler):
         self._device = device
         self._tree: PriorityTree | None = None
         self._max_priority = 1.0
+        self._trusted: tuple[torch.Tensor | None, int] = (None, 0)
 
     @property
     def tree(self) -> PriorityTree:
-        """The priority tree (created at the first write)."""
+        """The priority tree (created at the first write).
+
+        A :class:`~rl_replay.TritonPriorityTree` on a CUDA device when triton is
+        installed (the ``[cuda]`` extra), else the torch :class:`~rl_replay.PriorityTree`.
+        """
         if self._tree is None:
-            self._tree = PriorityTree(self.max_capacity, device=self._device or "cpu")
+            self._tree = make_priority_tree(self.max_capacity, device=self._device or "cpu")
         return self._tree
 
     def attach(self, storage: Storage) -> None:
@@ -108,7 +114,10 @@ class PrioritizedSampler(Sampler):
         tree = self.tree
         u = torch.rand(batch_size, dtype=torch.float64, generator=generator)
         index = tree.sample(u)
-        weight = torch.div(tree[index], tree.min_tensor()).pow_(-self.beta).float()
+        # (q_i / q_min) ** -beta, written straight into float32
+        weight = torch.empty(batch_size, dtype=torch.float32, device=tree.device)
+        torch.pow(tree[index].div_(tree.min_tensor()), -self.beta, out=weight)
+        self._trusted = (index, index._version)
         return index, {PRIORITY_WEIGHT: weight}
 
     def update_priority(self, index: torch.Tensor, priority: torch.Tensor | float) -> None:
@@ -119,9 +128,9 @@ class PrioritizedSampler(Sampler):
                 not match, or an index is outside ``[0, max_capacity)``.
         """
         tree = self.tree
-        index = torch.as_tensor(index, device=tree.device).reshape(-1)
-        priority = torch.as_tensor(priority, dtype=torch.float64, device=tree.device)
-        priority = priority.reshape(-1) if priority.numel() == index.numel() else priority
+        index, priority = _as_flat(index, tree.device), _as_flat(priority, tree.device)
+        if not priority.is_floating_point():
+            priority = priority.double()
         if priority.numel() == 1 and index.numel() != 1:
             priority = priority.reshape(1).expand(index.numel())
         if priority.shape != index.shape:
@@ -137,13 +146,38 @@ class PrioritizedSampler(Sampler):
                 f"priority: expected finite values >= 0, got min {lo}, max {hi} "
                 f"(NaN present: {bool(priority.isnan().any())})"
             )
+        if not self._is_trusted(index):
+            self._check_index(index)
+        self._max_priority = max(self._max_priority, hi)
+        q = torch.empty(index.shape, dtype=torch.float64, device=tree.device)
+        tree.update(index, torch.add(priority, self.eps, out=q).pow_(self.alpha))
+
+    def _is_trusted(self, index: torch.Tensor) -> bool:
+        """Whether ``index`` is (a flat view of) the last sample's, unmodified.
+
+        Indices this sampler drew are in range by construction, so their check is
+        skipped; ``_trusted`` holds that tensor (its memory cannot be reused) and its
+        version counter, which any in-place write to it or a view of it increments.
+        """
+        trusted, version = self._trusted
+        return (
+            trusted is not None
+            and index.data_ptr() == trusted.data_ptr()
+            and index.shape == trusted.shape
+            and index.stride() == trusted.stride()
+            and index.dtype == trusted.dtype
+            and index.device == trusted.device
+            and index._version == version
+        )
+
+    def _check_index(self, index: torch.Tensor) -> None:
+        if index.is_floating_point() or index.dtype == torch.bool:
+            raise InvalidPriorityError(f"index: expected an integer tensor, got {index.dtype}")
         ilo, ihi = (int(v) for v in torch.aminmax(index))
         if ilo < 0 or ihi >= self.max_capacity:
             raise InvalidPriorityError(
                 f"index: expected values in [0, {self.max_capacity}), got [{ilo}, {ihi}]"
             )
-        self._max_priority = max(self._max_priority, hi)
-        tree.update(index, priority.add(self.eps).pow_(self.alpha))
 
     def empty(self) -> None:
         if self._tree is not None:
@@ -162,3 +196,10 @@ class PrioritizedSampler(Sampler):
             self._tree = None
         else:
             self.tree.load_state_dict(state["tree"])
+
+
+def _as_flat(value: Any, device: torch.device) -> torch.Tensor:
+    """``value`` as a 1-d tensor on ``device`` (no op for one already there)."""
+    if not isinstance(value, torch.Tensor) or value.device != device:
+        value = torch.as_tensor(value, device=device)
+    return value if value.dim() == 1 else value.reshape(-1)

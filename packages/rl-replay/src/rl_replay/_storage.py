@@ -34,6 +34,8 @@ class Storage:
     """
 
     ndim: int = 1
+    takes_extra: bool = False
+    """Whether ``get(index, extra)`` adds ``extra`` root keys to a TensorDict sample."""
 
     def __init__(self, max_size: int) -> None:
         self.max_size = _check_size("max_size", max_size)
@@ -245,13 +247,17 @@ class LazyTensorStorage(Storage):
         for dst, src in zip(self._leaves, leaves, strict=False):
             dst.index_copy_(dim, index, src.to(self.device))
 
-    def get(self, index: torch.Tensor) -> Any:
-        if self.layout is None:
+    takes_extra = True
+
+    def get(self, index: torch.Tensor, extra: dict | None = None) -> Any:
+        """Rows at flat indices ``index``; ``extra`` root keys join a TensorDict sample."""
+        layout = self.layout
+        if layout is None:
             raise IndexError("get: the storage is empty (nothing was written yet)")
         if index.device != self.device:
             index = index.to(self.device)
         out = [torch.index_select(t, 0, index) for t in self._flat]
-        return self.layout.build(out, index.shape, self.device)
+        return layout.build(out, index.shape, self.device, extra)
 
     def leaf(self, key: Any) -> torch.Tensor:
         """The full stored tensor under ``key`` (``[cap]`` or ``[envs, cap_t]`` leading)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from rl_replay._buffer import ReplayBuffer
 from rl_replay._keys import INDEX, TD_ERROR
@@ -41,13 +41,27 @@ class TensorDictReplayBuffer(ReplayBuffer):
         super().__init__(
             storage=storage if storage is not None else LazyTensorStorage(1000), **kwargs
         )
+        self._annotate = getattr(self._sampler, "annotate", None)
+        # the storage builds the sample with "index" and the sampler's info in one go
+        self._extra_in_get = self._storage.takes_extra and self._annotate is None
+
+    def _gather(self, index: torch.Tensor, info: dict) -> Any:
+        if not self._extra_in_get:
+            return self._storage.get(index)
+        extra = {INDEX: index}
+        for key, value in info.items():
+            if not key.startswith("_"):  # one value per row, on the storage's device
+                extra[key] = value
+        return self._storage.get(index, extra)
 
     def _postprocess(self, data: Any, info: dict) -> Any:
-        if not isinstance(data, TensorDictBase):
+        if type(data) is not TensorDict and not isinstance(data, TensorDictBase):
             raise ReplayBufferError(
                 f"sample: expected the storage to hold TensorDicts, got {type(data).__name__}"
             )
-        annotate = getattr(self._sampler, "annotate", None)
+        if self._extra_in_get:
+            return data
+        annotate = self._annotate
         if annotate is not None:
             data.set(INDEX, info[INDEX])
             annotate(data, info)

@@ -1,19 +1,28 @@
-"""A vectorised sum/min priority tree in torch (CPU or GPU, no Python loop over a batch).
+"""A blocked sum/min priority tree in torch (CPU or GPU, no Python loop over a batch).
 
-The tree has a wide fanout ``F`` (32 by default) and a small top level (at most
-``top_size`` = 4096 nodes), so a 100k-slot tree has one level of fanout under its top
-and a 1M-slot tree two. Every operation is a handful of large tensor ops:
+Leaves are grouped in blocks of ``F`` (the fanout, 32 by default), and blocks in blocks
+of ``F`` again until at most ``top_size`` (32768) nodes remain: one level under the top
+up to 1M leaves, two up to 32M. Each level costs about five tensor ops per sample and
+per update, more than a ``cumsum`` over a 32k-node top does (at 1M leaves, 32768 beat
+4096 with two levels by about 10% per sample + update). All levels' sums are stored in
+one flat float64 buffer and all minima in another (level 0, the leaves, first), so a
+kernel can walk them from one pointer (see :mod:`rl_replay._tree_triton`). Every
+operation is a handful of large tensor ops, whatever the batch:
 
-* **sample**: one ``cumsum`` + ``searchsorted`` over the top level picks a top node for
-  every query at once; each level below gathers the ``[B, F]`` children of the chosen
-  nodes, takes their running sum and counts the children whose running sum is ``<=`` the
-  remaining mass. A query ``u * total`` thus lands on leaf ``i`` with probability
-  ``p_i / sum(p)``; zero-priority leaves are never chosen.
-* **update**: write the leaves, then recompute each touched parent as the sum (min) of its
-  ``F`` children, level by level (``L`` levels: 1 at 100k, 2 at 1M). Recomputing rather
-  than adding deltas keeps the tree exact under repeated updates and duplicate indices.
+* **sample** (``B`` draws ``u`` in ``[0, 1)``): one ``cumsum`` of the top level into a
+  buffer that starts with 0, one ``searchsorted`` of ``u * total`` in it; then per level
+  one gather of the chosen blocks' ``[B, F]`` children, their running sum, one batched
+  ``searchsorted`` of the mass left and (above the leaves) the mass of the skipped
+  children subtracted. Leaf ``i`` is drawn with probability ``p_i / sum(p)``; a zero
+  leaf never is (up to float ties at a block's last leaf).
+* **update**: two ``scatter_`` of the leaves (sums and minima), then per level one
+  gather of the touched blocks' children, their ``sum`` and ``amin``, and two
+  ``scatter_`` into the level above. Touched blocks are recomputed from their children
+  rather than patched with deltas, so the tree is exact (no float drift) under any
+  sequence of updates, with duplicate indices too.
 
-Sums are float64, so round-off stays far below any priority that matters.
+The minimum (for importance weights) is over the leaves written since the last
+:meth:`PriorityTree.clear` (unwritten leaves hold ``+inf`` in the min leaves).
 """
 
 from __future__ import annotations
@@ -30,9 +39,13 @@ class PriorityTree:
 
     Args:
         capacity: number of leaves.
-        fanout: children per node below the top level.
-        top_size: largest top level; the top is scanned whole by each ``sample``.
+        fanout: children per block below the top level.
+        top_size: largest top level; the top is scanned whole (one ``cumsum``) by each
+            ``sample``.
         device: where the tree lives.
+
+    Raises:
+        ValueError: ``capacity``, ``fanout`` or ``top_size`` is out of range.
 
     Examples:
         >>> import torch
@@ -45,13 +58,15 @@ class PriorityTree:
     """
 
     def __init__(
-        self, capacity: int, *, fanout: int = 32, top_size: int = 4096, device: Any = "cpu"
+        self, capacity: int, *, fanout: int = 32, top_size: int = 32768, device: Any = "cpu"
     ) -> None:
-        if capacity <= 0:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0:
             raise ValueError(f"capacity: expected a positive int, got {capacity!r}")
-        if fanout < 2:
+        if isinstance(fanout, bool) or not isinstance(fanout, int) or fanout < 2:
             raise ValueError(f"fanout: expected an int >= 2, got {fanout!r}")
-        self.capacity, self.fanout = capacity, fanout
+        if isinstance(top_size, bool) or not isinstance(top_size, int) or top_size < 1:
+            raise ValueError(f"top_size: expected a positive int, got {top_size!r}")
+        self.capacity, self.fanout, self.top_size = capacity, fanout, top_size
         self.device = torch.device(device)
         depth = 0
         while -(-capacity // fanout**depth) > top_size:
@@ -61,79 +76,116 @@ class PriorityTree:
         self.clear()
 
     def clear(self) -> None:
-        """Set every leaf to zero."""
-        leaves = torch.zeros(self._padded, dtype=torch.float64, device=self.device)
-        self._rebuild(leaves)
+        """Set every leaf to zero (and forget the written leaves for :meth:`min`)."""
+        self._rebuild(torch.zeros(self._padded, dtype=torch.float64, device=self.device))
 
-    def _rebuild(self, leaves: torch.Tensor) -> None:
-        # min leaves: +inf where nothing was written, so the min is over written leaves
-        mins = torch.where(leaves > 0, leaves, torch.inf)
-        self._sum, self._min = [leaves], [mins]
-        for _ in range(self.depth):
-            self._sum.append(self._sum[-1].view(-1, self.fanout).sum(1))
-            self._min.append(self._min[-1].view(-1, self.fanout).amin(1))
+    def _rebuild(self, leaves: torch.Tensor, mins: torch.Tensor | None = None) -> None:
+        """Build every level from ``leaves`` (and min leaves, ``+inf`` where unwritten).
+
+        All levels' sums live in one flat buffer (and all minima in another), level 0
+        first, so that a kernel can walk them from one pointer and ``level_offsets``.
+        """
+        f = self.fanout
+        sizes = [self._padded // f**level for level in range(self.depth + 1)]
+        offsets = [sum(sizes[:level]) for level in range(self.depth + 1)]
+        self.level_offsets = offsets
+        kw = dict(dtype=torch.float64, device=self.device)
+        self._sum_buf, self._min_buf = torch.empty(sum(sizes), **kw), torch.empty(sum(sizes), **kw)
+        self._sums = [self._sum_buf[o : o + n] for o, n in zip(offsets, sizes, strict=True)]
+        self._mins = [self._min_buf[o : o + n] for o, n in zip(offsets, sizes, strict=True)]
+        self._sums[0].copy_(leaves)
+        self._mins[0].copy_(torch.where(leaves > 0, leaves, torch.inf) if mins is None else mins)
+        # level l's nodes grouped by parent, [n_{l+1}, F] (views)
+        self._sum_blocks = [v.view(-1, f) for v in self._sums[:-1]]
+        self._min_blocks = [v.view(-1, f) for v in self._mins[:-1]]
+        for level in range(self.depth):
+            torch.sum(self._sum_blocks[level], 1, out=self._sums[level + 1])
+            torch.amin(self._min_blocks[level], 1, out=self._mins[level + 1])
+        self._top, self._top_min = self._sums[-1], self._mins[-1]
+        cum = torch.zeros(self._top.numel() + 1, **kw)
+        self._cum, self._cum_incl, self._cum_total = cum, cum[1:], cum[-1:]
 
     def __getitem__(self, index: torch.Tensor) -> torch.Tensor:
-        return torch.index_select(self._sum[0], 0, index)
+        return torch.index_select(self._sums[0], 0, index)
 
     @property
     def leaves(self) -> torch.Tensor:
         """The leaf values, ``[capacity]`` (a view)."""
-        return self._sum[0][: self.capacity]
+        return self._sums[0][: self.capacity]
 
     def total(self) -> float:
         """Sum of all leaves."""
-        return float(self._sum[-1].sum())
+        return float(self._top.sum())
 
     def min(self) -> float:
         """Smallest leaf written since the last :meth:`clear` (``inf`` if none)."""
-        return float(self._min[-1].amin())
+        return float(self._top_min.amin())
 
     def min_tensor(self) -> torch.Tensor:
         """:meth:`min` as a 0-d tensor on the tree's device (no host sync)."""
-        return self._min[-1].amin()
+        return self._top_min.amin()
 
     def update(self, index: torch.Tensor, value: torch.Tensor) -> None:
-        """Set ``leaves[index] = value`` (float64, > 0) and refresh the parents.
+        """Set ``leaves[index] = value`` (float64, >= 0) and refresh the touched blocks.
 
-        With duplicate indices one of the values wins; the sums stay consistent.
+        ``index`` must hold valid leaf indices in ``[0, capacity)`` (the sampler checks
+        them); with duplicate indices one of the values wins and the sums stay
+        consistent with the leaves.
         """
-        self._sum[0].index_put_((index,), value)
-        self._min[0].index_put_((index,), value)
-        parent = index
-        for level in range(1, self.depth + 1):
-            parent = parent // self.fanout
-            rows = torch.index_select(self._sum[level - 1].view(-1, self.fanout), 0, parent)
-            self._sum[level].index_put_((parent,), rows.sum(1))
-            rows = torch.index_select(self._min[level - 1].view(-1, self.fanout), 0, parent)
-            self._min[level].index_put_((parent,), rows.amin(1))
+        if index.dtype != torch.int64:
+            index = index.long()
+        self._sums[0].scatter_(0, index, value)
+        self._mins[0].scatter_(0, index, value)
+        block = index
+        for level in range(self.depth):
+            block = torch.div(block, self.fanout, rounding_mode="floor")
+            sums = self._sum_blocks[level].index_select(0, block).sum(1)
+            self._sums[level + 1].scatter_(0, block, sums)
+            mins = self._min_blocks[level].index_select(0, block).amin(1)
+            self._mins[level + 1].scatter_(0, block, mins)
 
     def sample(self, u: torch.Tensor) -> torch.Tensor:
-        """Leaves for uniform draws ``u`` in ``[0, 1)``: leaf ``i`` w.p. ``p_i / sum(p)``."""
-        top = self._sum[-1]
-        cum = top.cumsum(0)
-        target = u.to(self.device, torch.float64) * cum[-1]
-        node = torch.searchsorted(cum, target, right=True).clamp_(max=top.numel() - 1)
-        if self.depth:
-            target = target - torch.index_select(cum - top, 0, node)
+        """Leaves for uniform draws ``u`` in ``[0, 1)``: leaf ``i`` w.p. ``p_i / sum(p)``.
+
+        ``u`` should be float64 on the tree's device (it is converted otherwise).
+        """
+        if u.dtype != torch.float64 or u.device != self.device:
+            u = u.to(self.device, torch.float64)
+        torch.cumsum(self._top, 0, out=self._cum_incl)
+        target = u * self._cum_total
+        node = torch.searchsorted(self._cum_incl, target, right=True)
+        node.clamp_(max=self._top.numel() - 1)
+        if not self.depth:
+            return node
+        target -= self._cum.index_select(0, node)  # mass left inside the chosen block
         for level in range(self.depth - 1, -1, -1):
-            children = torch.index_select(self._sum[level].view(-1, self.fanout), 0, node)
-            cum = children.cumsum(1)
-            k = torch.searchsorted(cum, target.view(-1, 1), right=True).view(-1)
-            k = k.clamp_(max=self.fanout - 1)
-            if level:
-                excl = cum - children
-                target = target - excl.gather(1, k.unsqueeze(1)).squeeze(1)
-            node = torch.add(k, node, alpha=self.fanout)
+            sums = self._sum_blocks[level].index_select(0, node)  # [B, F]
+            cum = sums.cumsum(1)
+            child = torch.searchsorted(cum, target.unsqueeze(1), right=True)
+            child.clamp_(max=self.fanout - 1)
+            if level:  # subtract the mass of the block's children before ``child``
+                target -= cum.gather(1, child).sub_(sums.gather(1, child)).squeeze(1)
+            node = torch.add(child.squeeze(1), node, alpha=self.fanout)
         return node
 
     def state_dict(self) -> dict:
-        return {"leaves": self._sum[0].cpu(), "capacity": self.capacity}
+        """The leaves (and which were written, as ``+inf`` min leaves)."""
+        return {
+            "leaves": self._sums[0].cpu(),
+            "min_leaves": self._mins[0].cpu(),
+            "capacity": self.capacity,
+        }
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` (sums and minima are rebuilt exactly).
+
+        Raises:
+            ValueError: the state has a different number of leaves.
+        """
         leaves = state["leaves"].to(self.device, torch.float64)
         if leaves.numel() != self._padded:
             raise ValueError(
                 f"state['leaves']: expected {self._padded} leaves, got {leaves.numel()}"
             )
-        self._rebuild(leaves.clone())
+        mins = state.get("min_leaves")
+        self._rebuild(leaves, None if mins is None else mins.to(self.device, torch.float64))
