@@ -188,10 +188,11 @@ def main(cfg: Config) -> dict:
         bar.update(batch.numel())
         bar.set_postfix(fps=f"{fps:,.0f}", ret=f"{mean_return:.1f}", refresh=False)
         if logger is not None:
-            logger.add_scalar("charts/episodic_return", mean_return, frames)
+            if returns:  # no episode finished yet: nothing to report
+                logger.add_scalar("charts/episodic_return", mean_return, frames)
             logger.add_scalar("charts/SPS", fps, frames)
             for key in ("loss_objective", "loss_critic", "entropy", "kl_approx", "clip_fraction"):
-                logger.add_scalar(f"losses/{key}", float(losses[key]), frames)
+                logger.add_scalar(f"losses/{key}", float(losses[key].detach()), frames)
     bar.close()
     collector.shutdown()
     seconds = time.perf_counter() - start
