@@ -6,6 +6,7 @@ passes on to the workers, so ``collectors_helpers.X`` resolves there too.
 
 from __future__ import annotations
 
+import psutil
 import torch
 from tensordict.nn import TensorDictModule
 
@@ -61,3 +62,15 @@ def sleep_forever() -> None:
     import time
 
     time.sleep(3600)
+
+
+def children() -> set[int]:
+    """Live child processes of this one (no zombies, no multiprocessing resource tracker)."""
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
+                out.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out

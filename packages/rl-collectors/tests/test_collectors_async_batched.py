@@ -18,6 +18,7 @@ from tensordict.nn import TensorDictModule
 HERE = str(Path(__file__).parent)
 sys.path.insert(0, HERE)
 import async_batched_helpers as helpers  # noqa: E402
+from collectors_helpers import children  # noqa: E402
 
 sys.path.remove(HERE)
 
@@ -176,17 +177,6 @@ def test_bad_arguments_are_named() -> None:
     with pytest.raises(CollectorError, match="expected the action"):
         AsyncBatchedCollector(make, float_action, num_envs=2, frames_per_batch=4)
     assert our_threads() == []
-
-
-def children() -> set[int]:
-    out = set()
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
-                out.add(p.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
 
 
 @pytest.mark.timeout(600)

@@ -16,7 +16,6 @@ import time
 from functools import partial
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
 from rl_collectors._distributed import DistributedDataCollector, DistributedSyncDataCollector
@@ -25,19 +24,11 @@ from rl_collectors.exceptions import CollectorClosedError, CollectorError, Worke
 from tensordict import TensorDict
 
 HERE = str(Path(__file__).parent)
+sys.path.insert(0, HERE)
+from collectors_helpers import children  # noqa: E402
+
+sys.path.remove(HERE)
 START = {"start_timeout": 300.0, "timeout": 120.0}  # spawn + torch import on a loaded machine
-
-
-def children() -> set[int]:
-    """Live child processes (no zombies, no multiprocessing resource tracker)."""
-    out = set()
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
-                out.add(p.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
 
 
 def assert_gone(pids, timeout: float = 15.0) -> None:

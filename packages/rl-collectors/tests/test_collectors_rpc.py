@@ -14,24 +14,16 @@ import time
 from functools import partial
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
 from rl_collectors._rpc import RPCDataCollector
 from rl_collectors.exceptions import CollectorClosedError, WorkerError
 
 HERE = str(Path(__file__).parent)
+sys.path.insert(0, HERE)
+from collectors_helpers import children  # noqa: E402
 
-
-def children() -> set[int]:
-    out = set()
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
-                out.add(p.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
+sys.path.remove(HERE)
 
 
 def test_rpc_rejects_a_launcher_it_cannot_use():

@@ -16,26 +16,20 @@ import socket
 import sys
 import time
 from functools import partial
+from pathlib import Path
 
 import cloudpickle
-import psutil
 import pytest
 import torch
 from rl_collectors._distributed import DistributedDataCollector
 from rl_collectors._launchers import SubmititLauncher, submitit_delayed_launcher
 
+HERE = str(Path(__file__).parent)
+sys.path.insert(0, HERE)
+from collectors_helpers import children  # noqa: E402
+
+sys.path.remove(HERE)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-def children() -> set[int]:
-    out = set()
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
-                out.add(p.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
 
 
 def wait_gone(before: set[int], timeout: float = 20.0) -> set[int]:
