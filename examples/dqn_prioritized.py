@@ -1,0 +1,233 @@
+"""DQN with prioritized replay and a multi-process collector on CartPole-v1 (CleanRL style).
+
+    uv run examples/dqn_prioritized.py                 # 300k frames, mean return >= 400
+
+The pieces: a ``MultiSyncCollector`` whose worker processes each step a vector of
+CartPole envs with an epsilon-greedy policy over a Q-network; a
+``TensorDictPrioritizedReplayBuffer`` (proportional priorities, ``alpha``/``beta``);
+``DQNLoss`` (double DQN, Huber) whose ``td_error`` goes back into the buffer as
+priorities; a ``HardUpdate`` of the target network. The learner pushes its weights (and
+the current epsilon, a buffer of the policy) to the workers after every batch. The last
+line printed is one JSON object with the run's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from collections import deque
+from functools import partial
+
+import torch
+from rl_collectors import MultiSyncCollector
+from rl_envs import GymEnv, RewardSum, TransformedEnv
+from rl_objectives import DQNLoss, HardUpdate
+from rl_profiling import Timing
+from rl_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
+from tensordict.nn import TensorDictModule, TensorDictSequential
+from torch import nn
+
+
+@dataclasses.dataclass
+class Config:
+    """DQN hyper-parameters (defaults tuned to reach a mean return >= 400 within 300k frames).
+
+    Attributes:
+        env_id: gymnasium environment id.
+        num_workers: collector worker processes.
+        envs_per_worker: sub-envs in each worker's vector env.
+        steps_per_env: steps of each sub-env per batch.
+        total_frames: frames to collect in all.
+        learning_starts: frames collected with a uniform random policy before learning.
+        buffer_size: replay capacity in frames.
+        batch_size: transitions per gradient step.
+        updates_per_batch: gradient steps per collected batch.
+        lr: Adam learning rate.
+        gamma: discount.
+        target_update: gradient steps between hard target-network updates.
+        eps_start: initial exploration epsilon.
+        eps_end: final exploration epsilon.
+        eps_fraction: fraction of total_frames over which epsilon decays linearly.
+        alpha: priority exponent.
+        beta: importance-sampling exponent of the buffer's ``priority_weight``. ``DQNLoss``
+            returns the plain mean loss (it does not read ``priority_weight``), so the
+            weights are computed but not applied: prioritisation only changes what is
+            sampled.
+        hidden: width of the two hidden layers of the Q-network.
+        max_grad_norm: gradient clipping norm.
+        seed: seed of torch and of the envs.
+        threads: torch intra-op threads in the learner and in each worker.
+        device: device of the learner (Q-network, loss, buffer).
+        logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+    """
+
+    env_id: str = "CartPole-v1"
+    num_workers: int = 2
+    envs_per_worker: int = 4
+    steps_per_env: int = 16
+    total_frames: int = 300_000
+    learning_starts: int = 5_000
+    buffer_size: int = 100_000
+    batch_size: int = 128
+    updates_per_batch: int = 8
+    lr: float = 1e-3
+    gamma: float = 0.99
+    target_update: int = 250
+    eps_start: float = 1.0
+    eps_end: float = 0.02
+    eps_fraction: float = 0.2
+    alpha: float = 0.6
+    beta: float = 0.4
+    hidden: int = 128
+    max_grad_norm: float = 10.0
+    seed: int = 0
+    threads: int = 1
+    device: str = "cpu"
+    logdir: str = ""
+
+
+def parse_args() -> Config:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for field in dataclasses.fields(Config):
+        parser.add_argument("--" + field.name.replace("_", "-"), type=type(field.default), default=field.default)
+    return Config(**vars(parser.parse_args()))
+
+
+def make_env(env_id: str, num_envs: int, seed: int) -> TransformedEnv:
+    """One worker's env (module level: pickled by reference into the spawned workers)."""
+    env = TransformedEnv(GymEnv(env_id, num_envs=num_envs), RewardSum())
+    env.set_seed(seed)
+    return env
+
+
+class EpsilonGreedy(nn.Module):
+    """``argmax_a Q(s, a)``, or a uniform action with probability ``eps`` (a synced buffer)."""
+
+    def __init__(self, num_actions: int, eps: float) -> None:
+        super().__init__()
+        self.num_actions = num_actions
+        self.register_buffer("eps", torch.tensor(eps))
+
+    def forward(self, action_value: torch.Tensor) -> torch.Tensor:
+        greedy = action_value.argmax(-1)
+        explore = torch.rand(greedy.shape, device=greedy.device) < self.eps
+        random = torch.randint_like(greedy, self.num_actions)
+        return torch.where(explore, random, greedy)
+
+
+def make_agent(cfg: Config) -> tuple[TensorDictSequential, TensorDictModule]:
+    probe = GymEnv(cfg.env_id, num_envs=1)
+    n_obs, n_act = probe.observation_spec["observation"].shape[-1], probe.action_spec.n
+    probe.close()
+    net = nn.Sequential(nn.Linear(n_obs, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, cfg.hidden),
+                        nn.ReLU(), nn.Linear(cfg.hidden, n_act))
+    qnet = TensorDictModule(net, ["observation"], ["action_value"])
+    explore = TensorDictModule(EpsilonGreedy(n_act, cfg.eps_start), ["action_value"], ["action"])
+    return TensorDictSequential(qnet, explore), qnet
+
+
+def make_logger(cfg: Config):
+    if not cfg.logdir:
+        return None
+    from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
+
+    return SummaryWriter(cfg.logdir)
+
+
+def linear(start: float, end: float, frac: float) -> float:
+    return start + (end - start) * min(max(frac, 0.0), 1.0)
+
+
+def main(cfg: Config) -> dict:
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    policy, qnet = make_agent(cfg)
+    frames_per_batch = cfg.num_workers * cfg.envs_per_worker * cfg.steps_per_env
+    # Wiring: the workers run `policy` (Q-network + epsilon-greedy) on their envs; the
+    # learner trains `qnet` (shared by `policy` and the loss) from the prioritized buffer,
+    # writes |td_error| back as priorities, and pushes the weights (epsilon included).
+    env_fns = [partial(make_env, cfg.env_id, cfg.envs_per_worker, cfg.seed + 1000 * w)
+               for w in range(cfg.num_workers)]
+    collector = MultiSyncCollector(env_fns, policy, frames_per_batch=frames_per_batch,
+                                   total_frames=cfg.total_frames, init_random_frames=cfg.learning_starts,
+                                   num_threads=cfg.threads, timeout=120.0, start_timeout=120.0)
+    buffer = TensorDictPrioritizedReplayBuffer(
+        alpha=cfg.alpha, beta=cfg.beta, storage=LazyTensorStorage(cfg.buffer_size, device=cfg.device),
+        batch_size=cfg.batch_size,
+    )
+    qnet.to(cfg.device)
+    loss_fn = DQNLoss(qnet, gamma=cfg.gamma, loss_function="smooth_l1", delay_value=True, double_dqn=True)
+    target_updater = HardUpdate(loss_fn, value_network_update_interval=cfg.target_update)
+    optim = torch.optim.Adam(loss_fn.value_network.parameters(), lr=cfg.lr)
+    logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
+    from tqdm import tqdm
+
+    bar = tqdm(total=cfg.total_frames, unit="frame", mininterval=1.0)
+    frames, updates, start, losses = 0, 0, time.perf_counter(), None
+    try:
+        batches = iter(collector)
+        while frames < cfg.total_frames:
+            with timing.add_time("collect"):
+                batch = next(batches, None)
+            if batch is None:
+                break
+            frames += batch.numel()
+            done = batch["next", "done"].squeeze(-1)
+            returns.extend(batch["next", "episode_reward"][done].flatten().tolist())
+            with timing.add_time("extend"):
+                buffer.extend(batch.reshape(-1).to(cfg.device))
+            if frames >= cfg.learning_starts:
+                for _ in range(cfg.updates_per_batch):
+                    losses = train_step(buffer, loss_fn, optim, target_updater, cfg, timing)
+                    updates += 1
+            eps = linear(cfg.eps_start, cfg.eps_end, frames / (cfg.eps_fraction * cfg.total_frames))
+            policy[1].module.eps.fill_(eps)
+            with timing.add_time("weight_sync"):
+                collector.update_policy_weights_()
+            mean_return = sum(returns) / max(len(returns), 1)
+            fps = frames / (time.perf_counter() - start)
+            bar.update(batch.numel())
+            bar.set_postfix(fps=f"{fps:,.0f}", ret=f"{mean_return:.1f}", eps=f"{eps:.2f}", refresh=False)
+            if logger is not None:
+                log_scalars(logger, frames, mean_return if returns else None, fps, eps, losses)
+    finally:
+        bar.close()
+        collector.shutdown()
+        if logger is not None:
+            logger.close()
+    seconds = time.perf_counter() - start
+    print(timing.report())
+    return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
+            "fps": round(frames / seconds, 1), "episodes_in_mean": len(returns), "updates": updates, "seed": cfg.seed}
+
+
+def train_step(buffer, loss_fn, optim, target_updater, cfg: Config, timing: Timing):
+    """One gradient step on a prioritized sample; its new |td_error| become its priorities."""
+    with timing.add_time("sample"):
+        sample = buffer.sample()
+    with timing.add_time("loss"):
+        losses = loss_fn(sample)  # writes |td_error| into `sample`
+    with timing.add_time("optimiser"):
+        optim.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        nn.utils.clip_grad_norm_(loss_fn.value_network.parameters(), cfg.max_grad_norm)
+        optim.step()
+        target_updater.step()
+    with timing.add_time("priorities"):
+        buffer.update_tensordict_priority(sample)
+    return losses
+
+
+def log_scalars(logger, frames: int, mean_return: float | None, fps: float, eps: float, losses) -> None:
+    if mean_return is not None:  # None until an episode finished
+        logger.add_scalar("charts/episodic_return", mean_return, frames)
+    logger.add_scalar("charts/SPS", fps, frames)
+    logger.add_scalar("charts/epsilon", eps, frames)
+    if losses is not None:
+        logger.add_scalar("losses/td_loss", float(losses["loss"].detach()), frames)
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(parse_args())))
