@@ -167,6 +167,31 @@ def test_dqn_target_td_error_and_one_hot_equals_categorical(double_dqn):
     torch.testing.assert_close(DQNLoss(q, gamma=0.9)(one_hot)["loss"], out["loss"])
 
 
+def test_dqn_reduction_none_gives_per_sample_losses_to_weight():
+    q = _q()
+    g = torch.Generator().manual_seed(1)
+    td = TensorDict({
+        "observation": torch.randn(5, 3, generator=g),
+        "action": torch.randint(0, 2, (5,), generator=g),
+        "next": {"observation": torch.randn(5, 3, generator=g), "reward": torch.randn(5, 1, generator=g),
+                 "done": torch.zeros(5, 1, dtype=torch.bool)},
+    }, [5])
+    per_sample = DQNLoss(q, gamma=0.9, delay_value=False, reduction="none")(td)["loss"]
+    assert per_sample.shape == (5,)
+    torch.testing.assert_close(per_sample, td["td_error"] ** 2)  # l2: |TD error| squared
+    torch.testing.assert_close(td["chosen_action_value"], q.module(td["observation"]).gather(
+        -1, td["action"].unsqueeze(-1)).squeeze(-1).detach())
+    mean = DQNLoss(q, gamma=0.9, delay_value=False)(td.clone())["loss"]
+    total = DQNLoss(q, gamma=0.9, delay_value=False, reduction="sum")(td.clone())["loss"]
+    torch.testing.assert_close(mean, per_sample.mean())
+    torch.testing.assert_close(total, per_sample.sum())
+    weight = torch.rand(5, generator=g)  # e.g. prioritized replay's priority_weight
+    (per_sample * weight).mean().backward()
+    assert q.module.weight.grad is not None
+    with pytest.raises(ValueError, match="reduction"):
+        DQNLoss(q, reduction="avg")
+
+
 def test_soft_and_hard_updates_move_targets():
     loss = DQNLoss(_q())
     with torch.no_grad():

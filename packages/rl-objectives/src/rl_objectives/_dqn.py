@@ -31,10 +31,13 @@ class DQNLoss(LossModule):
         double_dqn: select the next action with the online network.
         action_space: ``"one-hot"`` or ``"categorical"``; inferred from the action's dtype
             when ``None`` (integer: categorical).
+        reduction: ``"mean"`` (default), ``"sum"``, or ``"none"`` for the per-sample loss
+            ``[*B]``, e.g. to weight it by prioritized replay's ``priority_weight``
+            (``(out["loss"] * sample["priority_weight"]).mean()``).
 
     Raises:
         TypeError: ``value_network`` is not a tensordict module.
-        ValueError: an unknown ``action_space`` or ``loss_function``.
+        ValueError: an unknown ``action_space``, ``loss_function`` or ``reduction``.
 
     Examples:
         >>> import torch
@@ -80,6 +83,7 @@ class DQNLoss(LossModule):
         delay_value: bool = True,
         double_dqn: bool = False,
         action_space: str | None = None,
+        reduction: str = "mean",
     ) -> None:
         super().__init__()
         if not isinstance(value_network, TensorDictModuleBase):
@@ -90,7 +94,10 @@ class DQNLoss(LossModule):
             raise ValueError(
                 f"action_space must be 'one-hot', 'categorical' or None, got {action_space!r}"
             )
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
         distance_loss(torch.zeros(1), torch.zeros(1), loss_function)
+        self.reduction = reduction
         self.value_network = value_network
         self.gamma, self.loss_function = gamma, loss_function
         self.delay_value, self.double_dqn, self.action_space = delay_value, double_dqn, action_space
@@ -127,7 +134,7 @@ class DQNLoss(LossModule):
                 ``reward``, ``done`` (``terminated``).
 
         Returns:
-            ``TensorDict(loss=...)``.
+            ``TensorDict(loss=...)``: a scalar, or ``[*B]`` with ``reduction="none"``.
 
         Raises:
             MissingKeyError: a needed key is absent.
@@ -144,5 +151,10 @@ class DQNLoss(LossModule):
         target = target.reshape(chosen.shape)
         td_error = (chosen - target).detach().abs()
         tensordict.set(keys.priority, td_error)
-        loss = distance_loss(chosen, target, self.loss_function).mean()
+        tensordict.set(keys.value, chosen.detach())
+        loss = distance_loss(chosen, target, self.loss_function)
+        if self.reduction == "mean":
+            loss = loss.mean()
+        elif self.reduction == "sum":
+            loss = loss.sum()
         return TensorDict({"loss": loss}, batch_size=[])
