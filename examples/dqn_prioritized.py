@@ -51,10 +51,11 @@ class Config:
         eps_end: final exploration epsilon.
         eps_fraction: fraction of total_frames over which epsilon decays linearly.
         alpha: priority exponent.
-        beta: importance-sampling exponent of the buffer's ``priority_weight``. ``DQNLoss``
-            returns the plain mean loss (it does not read ``priority_weight``), so the
-            weights are computed but not applied: prioritisation only changes what is
-            sampled.
+        beta: importance-sampling exponent of the buffer's ``priority_weight``. This
+            example trains on the plain mean loss, so the weights are computed but not
+            applied: prioritisation only changes what is sampled (the figures in
+            docs/results.md are for that). ``DQNLoss(reduction="none")`` returns the
+            per-sample loss to weight by ``priority_weight``.
         hidden: width of the two hidden layers of the Q-network.
         max_grad_norm: gradient clipping norm.
         seed: seed of torch and of the envs.
