@@ -2,9 +2,10 @@
 
     uv run examples/ppo_lstm_masked_cartpole.py        # 1M frames; target: mean return >= 400
 
-Status: see docs/results.md for measured runs. Without the observation encoder in
-``make_agent`` the return stayed at a random policy's level (~20) through 510k frames;
-with it, a 131k-frame run of these defaults (seed 0) climbed from ~20 to ~39.
+Status: unstable. In the one measured run of these defaults (seed 0, docs/results.md)
+the mean return reached 400 at 401k frames, then collapsed to ~28 by 1M frames. Without
+the observation encoder in ``make_agent`` it stayed at a random policy's ~20 through
+510k frames.
 
 Hiding the cart and pole velocities (observation entries 1 and 3) makes CartPole a
 POMDP: a memoryless policy sees positions only and cannot tell which way the pole moves;
