@@ -28,7 +28,7 @@ _TRAINER_SIDE = ("postproc", "replay_buffer", "post_collect_hook", "split_trajs"
 
 
 def _concat(batches: list[TensorDictBase]) -> TensorDictBase:
-    """Rank batches ``[B0, ..., T]`` -> ``[N * B0, ..., T]``; unbatched ``[T]`` -> ``[N, T]``."""
+    """Remote collectors' batches ``[B0, ..., T]`` -> ``[N * B0, ..., T]``; unbatched ``[T]`` -> ``[N, T]``."""
     if batches[0].batch_dims > 1:
         return torch.cat(batches, 0)
     return torch.stack(batches, 0)

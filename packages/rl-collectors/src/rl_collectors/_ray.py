@@ -33,6 +33,7 @@ from rl_profiling import ProfileConfig, Timing, profiling_env
 from tensordict import TensorDictBase
 
 from rl_collectors._collector import Collector
+from rl_collectors._distributed_base import RemoteCollectorBase, _concat
 from rl_collectors._options import CollectorOptions
 from rl_collectors._profiling import make_profile_config
 from rl_collectors._ray_actor import CollectorActor
@@ -58,13 +59,6 @@ def _release(ray: Any, actors: list[Any], started_ray: list[bool]) -> None:
             ray.kill(actors.pop(), no_restart=True)
     if started_ray and started_ray.pop() and ray.is_initialized():
         ray.shutdown()
-
-
-def _concat(batches: list[TensorDictBase]) -> TensorDictBase:
-    """Actor batches ``[B0, ..., T]`` -> ``[W * B0, ..., T]``; unbatched ``[T]`` -> ``[W, T]``."""
-    if batches[0].batch_dims > 1:
-        return torch.cat(batches, 0)
-    return torch.stack(batches, 0)
 
 
 class RayCollector:
@@ -137,7 +131,7 @@ class RayCollector:
         timeout: float = 300.0,
         start_timeout: float = 300.0,
     ) -> None:
-        fns = self._env_fns(create_env_fn, num_collectors)
+        fns = RemoteCollectorBase._env_fns(create_env_fn, num_collectors)
         self.num_collectors, self.sync = len(fns), bool(sync)
         kwargs = dict(collector_kwargs or {})
         self.options = CollectorOptions(**{k: kwargs[k] for k in _DRIVER_SIDE if k in kwargs})
@@ -168,21 +162,6 @@ class RayCollector:
             raise
 
     # -- construction ------------------------------------------------------------------------
-    @staticmethod
-    def _env_fns(create_env_fn: Any, num_collectors: int | None) -> list[Any]:
-        fns = list(create_env_fn) if isinstance(create_env_fn, Sequence) else None
-        if num_collectors is not None and (isinstance(num_collectors, bool) or not isinstance(num_collectors, int)
-                                           or num_collectors < 1):
-            raise ValueError(f"num_collectors: expected an int >= 1 or None, got {num_collectors!r}")
-        if fns is None:
-            if not callable(create_env_fn):
-                raise TypeError(f"create_env_fn: expected a callable or a list of callables, got {create_env_fn!r}")
-            return [create_env_fn] * (num_collectors or 1)
-        if not fns or (num_collectors is not None and len(fns) != num_collectors):
-            raise ValueError(f"create_env_fn: expected a non-empty list of length num_collectors={num_collectors}, "
-                             f"got {len(fns)} constructors")
-        return fns
-
     def _remote_configs(self, remote_config: Any) -> list[dict[str, Any]]:
         """One options dict per actor, with ``RL_PROFILING`` in its ``runtime_env`` when armed."""
         if remote_config is None:
