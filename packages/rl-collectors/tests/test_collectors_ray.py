@@ -202,6 +202,19 @@ class TestLocalRay:
         assert "Collector actors (sum over 2)" in report and "rollout" in report and "wait" in report
 
     @pytest.mark.timeout(300)
+    def test_profile_trace_seed_and_map_fn_through_the_shared_base(self, sync_collector, tmp_path) -> None:
+        path = str(tmp_path / "trace_{worker_idx}.json")
+        sync_collector.enable_profile(workers=[1], num_rollouts=1, warmup_rollouts=0, save_path=path)
+        next(iter(sync_collector))
+        written = sync_collector.disable_profile()
+        assert written == [str(tmp_path / "trace_1.json")] and os.path.getsize(written[0]) > 0
+        assert sync_collector.disable_profile() == []  # nothing profiled any more
+        assert isinstance(sync_collector.set_seed(7), int)
+        with pytest.raises(ValueError, match="list_of_args: expected 2 entries"):
+            sync_collector.map_fn("os.getpid", [()])
+        assert [len(t.report()) > 0 for t in sync_collector.worker_timings()] == [True, True]
+
+    @pytest.mark.timeout(300)
     def test_async_exact_frames_and_profiling_env_in_actors(self, ray, monkeypatch) -> None:
         from rl_profiling import _ranges
 

@@ -24,6 +24,7 @@ import torch
 from rl_profiling import record
 from tensordict import TensorDictBase
 
+from rl_collectors._async_args import check_async_args
 from rl_collectors._async_envs import ProcessEnvPool, ThreadEnvPool, make_env
 from rl_collectors._async_store import FrameStore, completed_trajectories
 from rl_collectors._inference_server import InferenceServer, flat
@@ -45,9 +46,6 @@ __all__ = ["AsyncBatchedCollector"]
 
 _POLL = 0.2
 _END = object()
-_BACKENDS = ("threading", "multiprocessing")
-_UNSUPPORTED = {"max_frames_per_traj": None, "init_random_frames": 0, "reset_at_each_iter": False,
-                "env_device": None, "storing_device": None}
 
 
 def _shutdown(state: dict) -> None:
@@ -133,7 +131,7 @@ class AsyncBatchedCollector(ProfilingMixin):
         filter_warnings_subprocess: bool = True,
         **options: Any,
     ) -> None:
-        self._check_args(num_envs, max_batch_size, min_batch_size, server_timeout, backend, options)
+        check_async_args(num_envs, max_batch_size, min_batch_size, server_timeout, backend, options)
         fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn] * num_envs
         if len(fns) != num_envs:
             raise ValueError(f"create_env_fn: expected one callable or a list of num_envs={num_envs}, got {len(fns)}")
@@ -156,24 +154,6 @@ class AsyncBatchedCollector(ProfilingMixin):
         except BaseException:
             self.shutdown()
             raise
-
-    @staticmethod
-    def _check_args(num_envs: Any, max_bs: Any, min_bs: Any, server_timeout: Any, backend: Any, options: dict) -> None:
-        for name, value, allow_none in (("num_envs", num_envs, False), ("max_batch_size", max_bs, True),
-                                        ("min_batch_size", min_bs, False)):
-            if value is None and allow_none:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
-        if min_bs > (max_bs or num_envs):
-            raise ValueError(f"min_batch_size: expected <= max_batch_size ({max_bs or num_envs}), got {min_bs}")
-        if isinstance(server_timeout, bool) or not isinstance(server_timeout, (int, float)) or server_timeout < 0:
-            raise ValueError(f"server_timeout: expected a number of seconds >= 0, got {server_timeout!r}")
-        if backend not in _BACKENDS:
-            raise ValueError(f"backend: expected one of {list(_BACKENDS)}, got {backend!r}")
-        for name, default in _UNSUPPORTED.items():
-            if name in options and options[name] != default:
-                raise ValueError(f"{name}: not supported by AsyncBatchedCollector (expected {default!r}), got {options[name]!r}")
 
     # -- construction ------------------------------------------------------------------------
     def _setup(self, fns: list, policy: Any, min_bs: int, server_timeout: float, filter_warnings: bool) -> None:

@@ -1,4 +1,4 @@
-"""``RemoteCollectorBase``: what the torch.distributed and RPC collectors share.
+"""``RemoteCollectorBase``: what the Ray, torch.distributed and RPC collectors share.
 
 Argument checks, the sync and async schedules, exact ``total_frames``, weight versions,
 ``map_fn`` / ``set_seed`` / profiling / ``timing_report`` and the shutdown guard. A
@@ -85,13 +85,17 @@ class RemoteCollectorBase:
         return fns
 
     def _ready(self, infos: list[dict[str, Any]]) -> None:
-        """Record the collectors' start-up replies; check they all produce the same layout."""
+        """Record the collectors' start-up replies (``num_rows``, and ``layout`` where the
+        transport needs one); check they all produce the same layout and number of rows."""
         self.rank_info = infos
-        self.layouts = [info["layout"] for info in infos]
+        self.layouts = [info.get("layout") for info in infos]
         if any(layout != self.layouts[0] for layout in self.layouts):
             raise ValueError("create_env_fn: every collector must produce the same batch layout (keys, shapes, "
                              "dtypes); got different ones")
-        self.num_rows = int(infos[0]["num_rows"])
+        rows = sorted({int(info["num_rows"]) for info in infos})
+        if len(rows) != 1:
+            raise ValueError(f"create_env_fn: every env must have the same number of sub-envs, got {rows}")
+        self.num_rows = rows[0]
         CollectorOptions.check_frames(self.frames_per_batch, self.total_frames,
                                       self.num_rows * (self.num_collectors if self.sync else 1))
 
