@@ -154,7 +154,7 @@ def bench_sampling(size: int) -> list[dict]:
             prioritized / floor,
         ),
         _row(
-            f"  of which PriorityTree sample+update {BATCH} @{tag}: tree/floor",
+            f"  of which the tree ({type(tree).__name__}) sample+update {BATCH} @{tag}: tree/floor",
             tree_us,
             "us",
             floor,

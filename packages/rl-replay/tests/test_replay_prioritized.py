@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from rl_replay import (
     InvalidPriorityError,
     LazyTensorStorage,
+    NumbaPriorityTree,
     PrioritizedSampler,
     PriorityTree,
     ReplayBuffer,
@@ -52,20 +53,24 @@ def test_importance_weights_are_normalised_by_the_min_priority():
     assert info["priority_weight"].max() <= 1.0
 
 
+# batches of (index, priority) updates, duplicate indices and zeros included
+_UPDATES = st.lists(
+    st.lists(
+        st.tuples(st.integers(0, 10_000), st.one_of(st.just(0.0), st.floats(1e-3, 100.0))),
+        min_size=1,
+        max_size=20,
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     capacity=st.integers(1, 300),
     fanout=st.integers(2, 8),
     top=st.integers(1, 16),
-    updates=st.lists(
-        st.lists(
-            st.tuples(st.integers(0, 10_000), st.one_of(st.just(0.0), st.floats(1e-3, 100.0))),
-            min_size=1,
-            max_size=20,
-        ),
-        min_size=1,
-        max_size=6,
-    ),
+    updates=_UPDATES,
 )
 def test_tree_matches_brute_force_cumsum(capacity, fanout, top, updates):
     tree = PriorityTree(capacity, fanout=fanout, top_size=top)
@@ -90,6 +95,31 @@ def test_tree_matches_brute_force_cumsum(capacity, fanout, top, updates):
         # equal up to float ties; always a positive leaf
         assert (ref[got] > 0).all()
         assert (got == expect).float().mean() > 0.9
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    capacity=st.integers(1, 700),
+    fanout=st.integers(2, 9),
+    top=st.integers(1, 70),
+    updates=_UPDATES,
+)
+def test_numba_tree_equals_the_torch_tree(capacity, fanout, top, updates):
+    ref = PriorityTree(capacity)
+    tree = NumbaPriorityTree(capacity, fanout=fanout, top_size=top)
+    for batch in updates:  # the last value of a duplicated index wins in both trees
+        index, first = _unique_last(torch.tensor([i % capacity for i, _ in batch]))
+        value = torch.tensor([v for _, v in batch], dtype=torch.float64)[first]
+        ref.update(index, value)
+        tree.update(index, value)
+    assert torch.equal(tree.leaves, ref.leaves)
+    assert tree.total() == pytest.approx(ref.total(), rel=1e-12, abs=1e-12)
+    assert tree.min() == ref.min()
+    if ref.total() > 0:
+        u = torch.rand(256, dtype=torch.float64)
+        got, want = tree.sample(u), ref.sample(u)
+        assert (tree.leaves[got] > 0).all()  # a zero leaf is never drawn
+        assert (got == want).float().mean() > 0.95  # equal up to float ties
 
 
 def _unique_last(index):

@@ -13,14 +13,10 @@ import importlib.util
 import pytest
 import torch
 from rl_replay import (
-    LazyTensorStorage,
-    PrioritizedSampler,
     PriorityTree,
-    ReplayBuffer,
     TritonPriorityTree,
     triton_tree_available,
 )
-from rl_replay._tree_triton import make_priority_tree
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None, reason="needs the [cuda] extra (triton)"
@@ -78,13 +74,6 @@ def test_triton_tree_sampling_frequencies_follow_the_leaves(interpret):
     assert counts[value == 0].sum() == 0
     expected = value / value.sum() * len(draws)
     assert ((counts - expected).abs() <= 5 * expected.sqrt() + 1).all()
-
-
-def test_the_sampler_picks_the_torch_tree_off_cuda():
-    assert type(make_priority_tree(100, device="cpu")) is PriorityTree
-    rb = ReplayBuffer(storage=LazyTensorStorage(8), sampler=PrioritizedSampler(8, 1.0, 1.0))
-    rb.extend(torch.arange(8))
-    assert type(rb.sampler.tree) is PriorityTree
 
 
 def test_triton_tree_refuses_cpu_tensors_without_the_interpreter(monkeypatch):

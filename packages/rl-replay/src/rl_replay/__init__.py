@@ -17,6 +17,8 @@ from rl_replay._slice import SliceSampler
 from rl_replay._storage import LazyTensorStorage, ListStorage, Storage
 from rl_replay._td_buffers import TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
 from rl_replay._tree import PriorityTree
+from rl_replay._tree_choice import make_priority_tree
+from rl_replay._tree_numba import NumbaPriorityTree
 from rl_replay._tree_triton import TritonPriorityTree, triton_tree_available
 from rl_replay._writers import (
     ImmutableDatasetWriter,
@@ -45,6 +47,7 @@ __all__ = [
     "LazyMemmapStorage",
     "LazyTensorStorage",
     "ListStorage",
+    "NumbaPriorityTree",
     "PRIORITY_WEIGHT",
     "PrioritizedSampler",
     "PriorityTree",
@@ -64,5 +67,6 @@ __all__ = [
     "TritonPriorityTree",
     "Writer",
     "__version__",
+    "make_priority_tree",
     "triton_tree_available",
 ]

@@ -17,7 +17,8 @@ from rl_replay._keys import PRIORITY_WEIGHT
 from rl_replay._samplers import Sampler, _require_data
 from rl_replay._storage import Storage
 from rl_replay._tree import PriorityTree
-from rl_replay._tree_triton import make_priority_tree
+from rl_replay._tree_choice import make_priority_tree
+from rl_replay._tree_numba import NumbaPriorityTree
 from rl_replay.exceptions import InvalidPriorityError
 
 __all__ = ["PrioritizedSampler"]
@@ -113,10 +114,13 @@ class PrioritizedSampler(Sampler):
         _require_data(storage)
         tree = self.tree
         u = torch.rand(batch_size, dtype=torch.float64, generator=generator)
-        index = tree.sample(u)
-        # (q_i / q_min) ** -beta, written straight into float32
-        weight = torch.empty(batch_size, dtype=torch.float32, device=tree.device)
-        torch.pow(tree[index].div_(tree.min_tensor()), -self.beta, out=weight)
+        if isinstance(tree, NumbaPriorityTree):  # draws and weights in one call
+            index, weight = tree.sample_weighted(u, self.beta)
+        else:
+            index = tree.sample(u)
+            # (q_i / q_min) ** -beta, written straight into float32
+            weight = torch.empty(batch_size, dtype=torch.float32, device=tree.device)
+            torch.pow(tree[index].div_(tree.min_tensor()), -self.beta, out=weight)
         self._trusted = (index, index._version)
         return index, {PRIORITY_WEIGHT: weight}
 
@@ -140,17 +144,32 @@ class PrioritizedSampler(Sampler):
             )
         if index.numel() == 0:
             return
+        if index.is_floating_point() or index.dtype == torch.bool:
+            raise InvalidPriorityError(f"index: expected an integer tensor, got {index.dtype}")
+        trusted = self._is_trusted(index)
+        if isinstance(tree, NumbaPriorityTree):  # checks and writes in one call
+            status, hi = tree.set_priorities(index, priority, self.eps, self.alpha, not trusted)
+            if status:  # nothing was written: say what was wrong
+                self._check_priority(priority)
+                self._check_index(index)
+        else:
+            hi = self._check_priority(priority)
+            if not trusted:
+                self._check_index(index)
+            q = torch.empty(index.shape, dtype=torch.float64, device=tree.device)
+            tree.update(index, torch.add(priority, self.eps, out=q).pow_(self.alpha))
+        self._max_priority = max(self._max_priority, hi)
+
+    @staticmethod
+    def _check_priority(priority: torch.Tensor) -> float:
+        """The largest priority, after checking they are all finite and >= 0."""
         lo, hi = (float(v) for v in torch.aminmax(priority))
         if not (lo >= 0 and hi < math.inf):  # NaN fails both comparisons
             raise InvalidPriorityError(
                 f"priority: expected finite values >= 0, got min {lo}, max {hi} "
                 f"(NaN present: {bool(priority.isnan().any())})"
             )
-        if not self._is_trusted(index):
-            self._check_index(index)
-        self._max_priority = max(self._max_priority, hi)
-        q = torch.empty(index.shape, dtype=torch.float64, device=tree.device)
-        tree.update(index, torch.add(priority, self.eps, out=q).pow_(self.alpha))
+        return hi
 
     def _is_trusted(self, index: torch.Tensor) -> bool:
         """Whether ``index`` is (a flat view of) the last sample's, unmodified.
@@ -171,8 +190,6 @@ class PrioritizedSampler(Sampler):
         )
 
     def _check_index(self, index: torch.Tensor) -> None:
-        if index.is_floating_point() or index.dtype == torch.bool:
-            raise InvalidPriorityError(f"index: expected an integer tensor, got {index.dtype}")
         ilo, ihi = (int(v) for v in torch.aminmax(index))
         if ilo < 0 or ihi >= self.max_capacity:
             raise InvalidPriorityError(

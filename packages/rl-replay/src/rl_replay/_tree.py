@@ -169,10 +169,14 @@ class PriorityTree:
         return node
 
     def state_dict(self) -> dict:
-        """The leaves (and which were written, as ``+inf`` min leaves)."""
+        """The leaves (and which were written, as ``+inf`` min leaves), without padding.
+
+        The state does not depend on the fanout or top size, so a tree of another
+        layout (e.g. :class:`~rl_replay.NumbaPriorityTree`) loads it.
+        """
         return {
-            "leaves": self._sums[0].cpu(),
-            "min_leaves": self._mins[0].cpu(),
+            "leaves": self._sums[0][: self.capacity].cpu(),
+            "min_leaves": self._mins[0][: self.capacity].cpu(),
             "capacity": self.capacity,
         }
 
@@ -183,9 +187,20 @@ class PriorityTree:
             ValueError: the state has a different number of leaves.
         """
         leaves = state["leaves"].to(self.device, torch.float64)
-        if leaves.numel() != self._padded:
+        n = leaves.numel()
+        if n < self.capacity or int(state.get("capacity", n)) != self.capacity:
             raise ValueError(
-                f"state['leaves']: expected {self._padded} leaves, got {leaves.numel()}"
+                f"state: expected the leaves of a tree of capacity {self.capacity}, got "
+                f"{n} leaves of a tree of capacity {state.get('capacity')}"
             )
         mins = state.get("min_leaves")
-        self._rebuild(leaves, None if mins is None else mins.to(self.device, torch.float64))
+        mins = torch.where(leaves > 0, leaves, torch.inf) if mins is None else mins
+        self._rebuild(
+            _padded(leaves[: self.capacity], self._padded, 0.0),
+            _padded(mins.to(leaves)[: self.capacity], self._padded, torch.inf),
+        )
+
+
+def _padded(t: torch.Tensor, size: int, value: float) -> torch.Tensor:
+    """``t`` followed by ``value`` up to ``size`` elements."""
+    return torch.cat([t, t.new_full((size - t.numel(),), value)])

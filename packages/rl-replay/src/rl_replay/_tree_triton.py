@@ -10,8 +10,8 @@ state, and replaces its two batched paths by kernels from
   whole descent (binary search in the top prefix sums, then per level a running sum of
   the chosen node's children) for every draw.
 
-:func:`make_priority_tree` picks it when the tree lives on a CUDA device and triton is
-installed (the ``[cuda]`` extra); with ``TRITON_INTERPRET=1`` it also runs on the CPU
+:func:`~rl_replay._tree_choice.make_priority_tree` picks it when the tree lives on a CUDA
+device and triton is installed (the ``[cuda]`` extra); with ``TRITON_INTERPRET=1`` it also runs on the CPU
 through Triton's interpreter, which is how it is tested against the torch tree.
 """
 
@@ -26,7 +26,7 @@ import torch
 from rl_replay._tree import PriorityTree
 from rl_replay._tree_kernels import kernels
 
-__all__ = ["TritonPriorityTree", "make_priority_tree", "triton_tree_available"]
+__all__ = ["TritonPriorityTree", "triton_tree_available"]
 
 BLOCK = 64
 """Draws (or updated indices) per program."""
@@ -47,23 +47,6 @@ def triton_tree_available(device: Any) -> bool:
     if importlib.util.find_spec("triton") is None:
         return False
     return torch.device(device).type == "cuda" or _interpreting()
-
-
-def make_priority_tree(capacity: int, device: Any = "cpu", **kwargs: Any) -> PriorityTree:
-    """The Triton tree on CUDA when triton is installed, else the torch tree.
-
-    Args:
-        capacity: number of leaves.
-        device: where the tree lives.
-        **kwargs: ``fanout`` and ``top_size`` (see :class:`PriorityTree`).
-
-    Returns:
-        A :class:`TritonPriorityTree` or a :class:`PriorityTree`.
-    """
-    device = torch.device(device)
-    if device.type == "cuda" and triton_tree_available(device):
-        return TritonPriorityTree(capacity, device=device, **kwargs)
-    return PriorityTree(capacity, device=device, **kwargs)
 
 
 class TritonPriorityTree(PriorityTree):

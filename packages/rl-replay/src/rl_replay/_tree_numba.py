@@ -1,0 +1,121 @@
+"""The CPU priority tree with numba kernels: one compiled call per sample or update.
+
+:class:`NumbaPriorityTree` keeps :class:`~rl_replay._tree.PriorityTree`'s layout and
+state, with a narrower fanout (8 children: one 64-byte cache line of float64) and a
+small top (at most 64 nodes, scanned whole), and replaces the batched tensor ops by
+kernels from :mod:`rl_replay._tree_numba_kernels` that loop over the batch:
+
+* **sample**: one kernel call descends from the top for every draw and writes the
+  drawn leaves and their importance weights;
+* **update**: one kernel call writes the leaves and recomputes their ancestors;
+  :meth:`NumbaPriorityTree.set_priorities` also checks the priorities and indices and
+  computes ``(p + eps) ** alpha`` in the same call, writing nothing if one is bad.
+
+The torch tree costs about five tensor ops per level (a few microseconds of dispatch
+each); here the whole batch costs one call. :func:`~rl_replay.make_priority_tree` picks
+this tree on the CPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rl_replay._tree import PriorityTree
+from rl_replay._tree_numba_kernels import BAD_INDEX, BAD_PRIORITY, kernels
+
+__all__ = ["BAD_INDEX", "BAD_PRIORITY", "NumbaPriorityTree"]
+
+
+class NumbaPriorityTree(PriorityTree):
+    """A CPU :class:`PriorityTree` whose ``update`` and ``sample`` are numba kernels.
+
+    Same methods, state and draws as :class:`PriorityTree` (up to float rounding in the
+    sums). The kernels compile on first use (about a second each, then cached on disk).
+
+    Args:
+        capacity: number of leaves.
+        fanout: children per node (8 by default: one cache line of float64).
+        top_size: largest top level, scanned whole by each draw.
+        device: must be the CPU.
+
+    Raises:
+        ValueError: an argument is out of range, or ``device`` is not the CPU.
+
+    Examples:
+        >>> import torch
+        >>> from rl_replay import NumbaPriorityTree
+        >>> tree = NumbaPriorityTree(1000)
+        >>> tree.set_priorities(torch.tensor([7, 42]), torch.tensor([1.0, 3.0]), eps=0.0, alpha=1.0)
+        (0, 3.0)
+        >>> index, weight = tree.sample_weighted(torch.tensor([0.2, 0.9], dtype=torch.float64), beta=1.0)
+        >>> index.tolist(), weight.tolist()
+        ([7, 42], [1.0, 0.3333333432674408])
+    """
+
+    def __init__(
+        self, capacity: int, *, fanout: int = 8, top_size: int = 64, device: Any = "cpu"
+    ) -> None:
+        if torch.device(device).type != "cpu":
+            raise ValueError(f"device: NumbaPriorityTree runs on the CPU, got {device!r}")
+        super().__init__(capacity, fanout=fanout, top_size=top_size, device=device)
+        self._kernels = kernels()
+
+    def _rebuild(self, leaves: torch.Tensor, mins: torch.Tensor | None = None) -> None:
+        super()._rebuild(leaves, mins)
+        self._sum_np, self._min_np = self._sum_buf.numpy(), self._min_buf.numpy()
+        self._offsets_np = np.asarray(self.level_offsets, dtype=np.int64)
+
+    def _args(self) -> tuple:
+        return self._sum_np, self._min_np, self._offsets_np, self.depth, self.fanout
+
+    def update(self, index: torch.Tensor, value: torch.Tensor) -> None:
+        """Set ``leaves[index] = value`` (float64, >= 0) and refresh the ancestors.
+
+        ``index`` must hold valid leaf indices in ``[0, capacity)``.
+        """
+        index = _np(index, np.int64)
+        self._kernels.update(*self._args(), index, _np(value, np.float64))
+
+    def set_priorities(
+        self, index: torch.Tensor, priority: torch.Tensor, eps: float, alpha: float,
+        check_index: bool = True,
+    ) -> tuple[int, float]:  # fmt: skip
+        """Check, then set ``leaves[index] = (priority + eps) ** alpha``, in one call.
+
+        Returns:
+            ``(status, largest priority)``: status 0 when written; :data:`BAD_PRIORITY`
+            (a priority is negative, NaN or infinite) or :data:`BAD_INDEX` (an index is
+            outside ``[0, capacity)``, checked when ``check_index``), with nothing
+            written.
+        """
+        status, high = self._kernels.set_priorities(
+            *self._args(), _np(index, np.int64), _np(priority, np.float64),
+            float(eps), float(alpha), self.capacity, bool(check_index),
+        )  # fmt: skip
+        return int(status), float(high)
+
+    def sample(self, u: torch.Tensor) -> torch.Tensor:
+        """Leaves for uniform draws ``u`` in ``[0, 1)``: leaf ``i`` w.p. ``p_i / sum(p)``."""
+        return self.sample_weighted(u, 0.0)[0]
+
+    def sample_weighted(self, u: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Leaves for draws ``u`` and their weights ``(p_i / p_min) ** -beta`` (float32)."""
+        u = _np(u, np.float64)
+        index = np.empty(u.shape[0], dtype=np.int64)
+        weight = np.empty(u.shape[0], dtype=np.float32)
+        self._kernels.descend(*self._args(), self._top.numel(), u, float(beta), index, weight)
+        return torch.from_numpy(index), torch.from_numpy(weight)
+
+
+_TORCH_DTYPE = {np.int64: torch.int64, np.float64: torch.float64}
+
+
+def _np(t: torch.Tensor, dtype: type) -> np.ndarray:
+    """``t`` as a 1-d contiguous CPU numpy array of ``dtype`` (no copy when it is one)."""
+    t = t.detach()
+    if t.dtype != _TORCH_DTYPE[dtype] or t.device.type != "cpu":
+        t = t.to("cpu", _TORCH_DTYPE[dtype])  # also the dtypes numpy lacks (bfloat16)
+    return np.ascontiguousarray(t.numpy().reshape(-1))
