@@ -148,7 +148,7 @@ class AsyncBatchedCollector(ProfilingMixin):
         self._lock = threading.Lock()
         self._state: dict[str, Any] = {"stop": threading.Event()}
         self._finalizer = weakref.finalize(self, _shutdown, self._state)
-        self._init_profiling(worker_idx=0)
+        self.init_worker_profiling(0)
         try:
             self._setup(fns, policy, min_batch_size, server_timeout, filter_warnings_subprocess)
         except BaseException:

@@ -103,7 +103,7 @@ class Collector(ProfilingMixin):
         self._traj = TrajCounter(num_rows)
         self._needs_reset = True
         self._closed = False
-        self._init_profiling(worker_idx=0)
+        self.init_worker_profiling(0)
 
     # -- construction ------------------------------------------------------------------
     def _build(self, shared: bool) -> None:
@@ -244,6 +244,59 @@ class Collector(ProfilingMixin):
             no_copy = opts.replay_buffer is not None and opts.postproc is None
             yield self.options.deliver(view if no_copy else view.clone())
 
+    # -- hosting: the interface of the runtimes that run a Collector as a worker ---------
+    # Called by WorkerRuntime (_worker.py), RankRuntime (_distributed_worker.py, also the
+    # RPC collector's) and CollectorActor (_ray_actor.py); not public API.
+    def bind_worker(self, worker_idx: int, num_workers: int) -> None:
+        """Make this collector worker ``worker_idx`` of ``num_workers`` (internal interface).
+
+        Trajectory ids become ``k * num_workers + worker_idx`` (unique across workers
+        without communication), and profiling and the ``Timing`` title use the worker
+        index (:meth:`init_worker_profiling`). The runtime that hosts the collector in a
+        worker process, rank or Ray actor calls it once, right after construction. Not
+        public API: the multi-process and remote collectors do this for their workers, so
+        users (and TorchRL code) never call it.
+
+        Args:
+            worker_idx: this worker's index, ``0 <= worker_idx < num_workers``.
+            num_workers: how many workers share the trajectory-id space.
+
+        Raises:
+            ValueError: ``worker_idx`` is not in ``[0, num_workers)``.
+        """
+        if not 0 <= worker_idx < num_workers:
+            raise ValueError(f"bind_worker: expected 0 <= worker_idx < num_workers={num_workers}, got {worker_idx}")
+        self.init_worker_profiling(worker_idx)
+        self._traj = TrajCounter(self._traj.num_rows, stride=num_workers, offset=worker_idx)
+
+    def share_buffer(self) -> None:
+        """Move the batch into shared memory and rebuild the per-step plans on it (internal).
+
+        ``WorkerRuntime`` calls it before sending the batch to the main process, which
+        then reads every batch the worker writes without a copy through the pipe. Not
+        public API (users never call it).
+        """
+        self._plan(shared=True)
+
+    def collect_view(self, steps: int) -> TensorDictBase:
+        """Collect the next ``steps`` steps and return that view of the batch (internal).
+
+        No copy: the next call overwrites the view, so the caller ships or copies it
+        first (shared memory, a flat byte buffer, Ray's serialisation). The worker
+        runtimes call it to collect the share of a batch their driver asked for. Not
+        public API: :meth:`rollout` (a full batch, copied) and iteration are the user's
+        ways to collect.
+
+        Args:
+            steps: steps per sub-env, ``1 <= steps <= frames_per_batch // num_sub_envs``.
+
+        Returns:
+            ``buffer[..., :steps]`` (the whole buffer when ``steps`` is the full length).
+
+        Raises:
+            CollectorClosedError: the collector was shut down.
+        """
+        return self._collect(steps)
 
     # -- weights, seeds, state -----------------------------------------------------------
     @profiled("Collector.update_policy_weights_")

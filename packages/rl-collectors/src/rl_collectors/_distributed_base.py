@@ -1,7 +1,7 @@
 """``RemoteCollectorBase``: what the Ray, torch.distributed and RPC collectors share.
 
 Argument checks, the sync and async schedules, exact ``total_frames``, weight versions,
-``map_fn`` / ``set_seed`` / profiling / ``timing_report`` and the shutdown guard. A
+``map_fn`` / ``set_seed`` / profiling (``WorkersProfilingMixin``) and the shutdown guard. A
 subclass supplies the transport in five hooks: ``_collect_request(idx, steps)``,
 ``_receive_batch(indices) -> (idx, batch)``, ``_call(indices, name, args) -> replies``,
 ``_push_weights(weights)`` and ``_teardown()``.
@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
-from rl_profiling import ProfileConfig, Timing
+from rl_profiling import Timing
 from tensordict import TensorDictBase
 
 from rl_collectors._collector import Collector
 from rl_collectors._options import CollectorOptions
-from rl_collectors._profiling import make_profile_config
+from rl_collectors._profiling import WorkersProfilingMixin
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
 from rl_collectors.weight_sync import weights_of
 
@@ -34,7 +34,7 @@ def _concat(batches: list[TensorDictBase]) -> TensorDictBase:
     return torch.stack(batches, 0)
 
 
-class RemoteCollectorBase:
+class RemoteCollectorBase(WorkersProfilingMixin):
     """Shared schedule and commands of the collectors whose sub-collectors live elsewhere."""
 
     kind = "worker"
@@ -211,34 +211,12 @@ class RemoteCollectorBase:
             seed = self._guarded_call([i], "set_seed", [(seed, static_seed)])[0]
         return seed
 
-    # -- profiling ------------------------------------------------------------------------------
-    def enable_profile(self, workers: list[int] | None = [0], *, config: ProfileConfig | None = None,  # noqa: B006
-                       **fields: Any) -> None:
-        """Install an ``rl_profiling.ProfilerHook`` in the selected collectors (by index).
+    # -- profiling (WorkersProfilingMixin's hooks) -------------------------------------------
+    def _worker_count(self) -> int:
+        return self.num_collectors
 
-        Takes the ``ProfileConfig`` fields as keywords (``num_rollouts``,
-        ``warmup_rollouts``, ``save_path``: a path on the collector's machine, with
-        ``{worker_idx}``) or a ``config``. Named ranges appear only when the trainer ran
-        with ``RL_PROFILING=1`` (the collectors are armed to match).
-        """
-        cfg = make_profile_config(config, workers=None if config is not None else workers, **fields)
-        self._profiled = [i for i in range(self.num_collectors) if cfg.profiles(i)]
-        self._guarded_call(self._profiled, "enable_profile", [(cfg,)] * len(self._profiled))
-
-    def disable_profile(self) -> list[str | None]:
-        """Stop profiling in the profiled collectors; returns the trace paths they wrote."""
-        selected, self._profiled = self._profiled, []
-        return self._guarded_call(selected, "disable_profile", [()] * len(selected))
-
-    def worker_timings(self) -> list[Timing]:
-        """Each collector's ``Timing`` (rollout, policy, env_step, storage)."""
-        return self._guarded_call(range(self.num_collectors), "timing", [()] * self.num_collectors)
-
-    def timing_report(self) -> str:
-        """Two trees: the collectors' Timing merged (summed) and the trainer's."""
-        merged = Timing.merge(*self.worker_timings())
-        merged.name = f"Collector {self.kind}s (sum over {self.num_collectors})"
-        return merged.report() + "\n" + self.timing.report()
+    def _worker_call(self, indices: Sequence[int], name: str, args: tuple) -> list[Any]:
+        return self._guarded_call(indices, name, [args] * len(indices))
 
     # -- lifecycle ------------------------------------------------------------------------------
     def _check_open(self) -> None:

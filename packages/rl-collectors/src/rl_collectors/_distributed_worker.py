@@ -33,8 +33,7 @@ from rl_profiling import ARMED, set_profiling_enabled
 from tensordict import TensorDictBase
 
 from rl_collectors._flat import FlatLayout
-from rl_collectors._traj import TrajCounter
-from rl_collectors._worker import _resolve
+from rl_collectors._worker import bind_hosted, resolve_call
 
 __all__ = ["RankRuntime", "run_rank", "serve_distributed_collector"]
 
@@ -93,11 +92,8 @@ class RankRuntime:
         self.idx, self.num_collectors = idx, n
         self.collector = c = cls(fn, spec["policy"], frames_per_batch=spec["frames_per_batch"], total_frames=-1,
                                  **spec["kwargs"])
-        if hasattr(c, "_init_profiling"):
-            c._init_profiling(idx)
-        self.remap = not isinstance(getattr(c, "_traj", None), TrajCounter)
-        if not self.remap:  # ids k * num_collectors + idx, as the other collectors do
-            c._traj = TrajCounter(c._traj.num_rows, stride=n, offset=idx)
+        # ids k * num_collectors + idx, as the other collectors do; collect() remaps them otherwise
+        self.remap = not bind_hosted(c, idx, n)
         self.weights_layout: FlatLayout | None = spec.get("weights_layout")
         self.version = 0
         self._pending: TensorDictBase | None = None
@@ -124,7 +120,7 @@ class RankRuntime:
         """Collect ``steps`` steps; returns the batch packed in a flat byte buffer."""
         c = self.collector
         if self._iter is None:
-            view = c._collect(steps)
+            view = c.collect_view(steps)
         else:
             view = self._pending if self._pending is not None else next(self._iter)
             self._pending = None
@@ -144,7 +140,7 @@ class RankRuntime:
             return c.enable_profile(config=args[0])
         if name == "timing":
             return c.timing
-        return _resolve(c, name)(*args)
+        return resolve_call(c, name)(*args)
 
     def close(self) -> None:
         self.collector.shutdown()

@@ -14,11 +14,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from rl_profiling import ProfileConfig, Timing
+from rl_profiling import Timing
 from tensordict import TensorDictBase
 
 from rl_collectors._options import CollectorOptions
-from rl_collectors._profiling import make_profile_config
+from rl_collectors._profiling import WorkersProfilingMixin
 from rl_collectors._schedules import AsyncSchedule, SyncSchedule
 from rl_collectors._worker import InProcessWorker, ProcessWorker, WorkerSpec
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
@@ -35,7 +35,7 @@ def _close_workers(workers: list[Any]) -> None:
         workers.pop().close()
 
 
-class MultiCollector:
+class MultiCollector(WorkersProfilingMixin):
     """Run one :class:`~rl_collectors.Collector` per env constructor in worker processes.
 
     ``sync=True``: each batch holds ``frames_per_batch`` frames split evenly over the
@@ -114,7 +114,7 @@ class MultiCollector:
         per_worker = frames_per_batch // self.num_workers if self.sync else frames_per_batch
         try:
             self._start(fns, policy, per_worker, worker_opts, in_process, num_threads, start_timeout)
-            self._schedule = (SyncSchedule if self.sync else AsyncSchedule)(self)
+            self._schedule = (SyncSchedule if self.sync else AsyncSchedule)(self, self._workers)
         except BaseException:
             self.shutdown()
             raise
@@ -216,34 +216,13 @@ class MultiCollector:
         self.frames = int(state["frames"])
         self._broadcast("load_state_dict", [state[f"worker{i}"] for i in range(self.num_workers)])
 
-    # -- profiling ---------------------------------------------------------------------------
-    def enable_profile(self, workers: list[int] | None = [0], *, config: ProfileConfig | None = None, **fields: Any) -> None:  # noqa: B006
-        """Install an ``rl_profiling.ProfilerHook`` in the selected workers.
+    # -- profiling (WorkersProfilingMixin's hooks) -------------------------------------------
+    def _worker_count(self) -> int:
+        return self.num_workers
 
-        Takes the ``ProfileConfig`` fields as keywords (``num_rollouts``,
-        ``warmup_rollouts``, ``save_path="traces/worker_{worker_idx}.json"``, ...) or a
-        ``config``. Named ranges appear only when the workers were started with
-        ``RL_PROFILING=1`` in the environment.
-        """
-        cfg = make_profile_config(config, workers=None if config is not None else workers, **fields)
-        self._profiled = [i for i in range(self.num_workers) if cfg.profiles(i)]
-        self._broadcast("enable_profile", [cfg] * len(self._profiled), self._profiled)
-
-    def disable_profile(self) -> list[str | None]:
-        """Stop profiling in the profiled workers; returns the trace paths written."""
-        selected = getattr(self, "_profiled", [])
-        self._profiled = []
-        return self._broadcast("disable_profile", [None] * len(selected), selected)
-
-    def worker_timings(self) -> list[Timing]:
-        """Each worker's ``Timing`` (rollout, policy, env_step, storage)."""
-        return self._broadcast("timing", [None] * self.num_workers)
-
-    def timing_report(self) -> str:
-        """Two trees: the workers' Timing merged (summed over workers) and the main process's."""
-        merged = Timing.merge(*self.worker_timings())
-        merged.name = f"Collector workers (sum over {self.num_workers})"
-        return merged.report() + "\n" + self.timing.report()
+    def _worker_call(self, indices: Sequence[int], name: str, args: tuple) -> list[Any]:
+        payload = args[0] if args else None  # a worker command takes one payload
+        return self._broadcast(name, [payload] * len(indices), indices)
 
     # -- lifecycle --------------------------------------------------------------------------
     def _check_open(self) -> None:

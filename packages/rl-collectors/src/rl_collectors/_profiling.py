@@ -1,20 +1,25 @@
-"""Per-collector profiling: ``enable_profile`` / ``disable_profile`` and the ``Timing`` tree.
+"""Collector profiling: ``enable_profile`` / ``disable_profile`` and the ``Timing`` trees.
 
-Each Collector (in a worker or in the main process) keeps a ``rl_profiling.Timing``:
-``rollout`` per batch, with ``policy``, ``env_step`` and ``storage`` (copies into the
-batch) below it. The per-step parts are summed with ``time.perf_counter`` in the loop and
-credited once per batch, so timing costs a few clock reads per step, not a context
-manager.
+- :class:`ProfilingMixin` (one Collector, in a worker or in the main process): a
+  ``rl_profiling.Timing`` with ``rollout`` per batch and ``policy``, ``env_step`` and
+  ``storage`` (copies into the batch) below it. The per-step parts are summed with
+  ``time.perf_counter`` in the loop and credited once per batch, so timing costs a few
+  clock reads per step, not a context manager.
+- :class:`WorkersProfilingMixin` (a collector whose Collectors run elsewhere:
+  ``MultiCollector``'s worker processes, ``RemoteCollectorBase``'s Ray actors,
+  torch.distributed ranks and RPC workers): forwards the same commands to the selected
+  workers and merges their ``Timing`` trees.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from rl_profiling import ProfileConfig, ProfilerHook, Timing
 
-__all__ = ["ProfilingMixin", "make_profile_config"]
+__all__ = ["ProfilingMixin", "WorkersProfilingMixin", "make_profile_config"]
 
 _NULL = contextlib.nullcontext()
 
@@ -35,7 +40,18 @@ class ProfilingMixin:
 
     worker_idx: int
 
-    def _init_profiling(self, worker_idx: int) -> None:
+    def init_worker_profiling(self, worker_idx: int) -> None:
+        """Start a fresh ``Timing`` and profiler state as worker ``worker_idx``.
+
+        Internal interface, not public API: the collector's own constructor calls it with
+        ``0``, and the runtime that hosts a collector in a worker process, rank or Ray
+        actor calls it again with that worker's index (through ``Collector.bind_worker``
+        for a ``Collector``), so that ``enable_profile(workers=[...])`` selects it and
+        its ``Timing`` is titled by it. Users never call it; TorchRL has no such method.
+
+        Args:
+            worker_idx: the worker's index among the collector's workers.
+        """
         self.worker_idx = worker_idx
         self.timing = Timing(f"Collector worker {worker_idx}")
         self._profiler: ProfilerHook | None = None
@@ -94,3 +110,57 @@ class ProfilingMixin:
     def timing_report(self) -> str:
         """The ``Timing`` tree of this collector as text."""
         return self.timing.report()
+
+
+class WorkersProfilingMixin:
+    """Profiling of a collector whose Collectors run in workers (processes, ranks, actors).
+
+    ``enable_profile`` / ``disable_profile`` forward to the selected workers;
+    ``worker_timings`` / ``timing_report`` gather and merge their ``Timing`` trees.
+    The host class supplies ``timing`` (its own ``Timing``), ``kind`` (the workers' name
+    in the report's title) and two hooks: ``_worker_count()`` and
+    ``_worker_call(indices, name, args)``, which runs the worker command ``name`` with the
+    positional ``args`` on each selected worker and returns their replies in order.
+    """
+
+    kind = "worker"
+    timing: Timing
+    _profiled: list[int]
+
+    def _worker_count(self) -> int:
+        raise NotImplementedError
+
+    def _worker_call(self, indices: Sequence[int], name: str, args: tuple) -> list[Any]:
+        raise NotImplementedError
+
+    def enable_profile(self, workers: list[int] | None = [0], *, config: ProfileConfig | None = None,  # noqa: B006
+                       **fields: Any) -> None:
+        """Install an ``rl_profiling.ProfilerHook`` in the selected workers (by index).
+
+        Takes the ``ProfileConfig`` fields as keywords (``num_rollouts``,
+        ``warmup_rollouts``, ``save_path``: a path on the worker's machine, with
+        ``{worker_idx}``, e.g. ``"traces/worker_{worker_idx}.json"``) or a ``config``.
+        Named ranges appear only in workers that run with ``RL_PROFILING=1``: worker
+        processes inherit it from this process's environment, and remote collectors are
+        armed to match the trainer.
+        """
+        cfg = make_profile_config(config, workers=None if config is not None else workers, **fields)
+        self._profiled = [i for i in range(self._worker_count()) if cfg.profiles(i)]
+        self._worker_call(self._profiled, "enable_profile", (cfg,))
+
+    def disable_profile(self) -> list[str | None]:
+        """Stop profiling in the profiled workers; returns the trace paths they wrote."""
+        selected = getattr(self, "_profiled", [])
+        self._profiled = []
+        return self._worker_call(selected, "disable_profile", ())
+
+    def worker_timings(self) -> list[Timing]:
+        """Each worker's ``Timing`` (rollout, policy, env_step, storage)."""
+        return self._worker_call(range(self._worker_count()), "timing", ())
+
+    def timing_report(self) -> str:
+        """Two trees: the workers' Timing merged (summed over workers) and this process's."""
+        n = self._worker_count()
+        merged = Timing.merge(*self.worker_timings())
+        merged.name = f"Collector {self.kind}s (sum over {n})"
+        return merged.report() + "\n" + self.timing.report()

@@ -13,8 +13,7 @@ from rl_profiling import ProfileConfig, Timing
 from tensordict import TensorDictBase
 
 from rl_collectors._ray_weight_sync import RayWeightsReader, import_ray
-from rl_collectors._traj import TrajCounter
-from rl_collectors._worker import _resolve
+from rl_collectors._worker import bind_hosted, resolve_call
 
 __all__ = ["CollectorActor"]
 
@@ -31,10 +30,7 @@ class CollectorActor:
         self.idx = actor_idx
         self.collector = c = collector_class(create_env_fn, policy, frames_per_batch=frames_per_batch,
                                              total_frames=-1, **kwargs)
-        if hasattr(c, "_init_profiling"):
-            c._init_profiling(actor_idx)
-        if isinstance(getattr(c, "_traj", None), TrajCounter):  # ids k * num_actors + idx
-            c._traj = TrajCounter(c._traj.num_rows, stride=num_actors, offset=actor_idx)
+        bind_hosted(c, actor_idx, num_actors)  # ids k * num_actors + idx
         self.reader = RayWeightsReader()
 
     def ready(self) -> dict[str, Any]:
@@ -48,13 +44,13 @@ class CollectorActor:
         """Pull newer weights, then collect ``steps`` steps and return the batch."""
         c = self.collector
         self.reader.pull(c, latest)
-        if not hasattr(c, "_collect"):  # a collector class without the step-count hook
+        if not hasattr(c, "collect_view"):  # a collector class without the step-count hook
             return c.rollout()
-        view = c._collect(steps)
+        view = c.collect_view(steps)
         return view if view.batch_size[-1] == c.steps else view.clone()  # Ray serialises it
 
     def map_fn(self, name: Any, args: tuple) -> Any:
-        return _resolve(self.collector, name)(*args)
+        return resolve_call(self.collector, name)(*args)
 
     def enable_profile(self, config: ProfileConfig) -> None:
         self.collector.enable_profile(config=config)

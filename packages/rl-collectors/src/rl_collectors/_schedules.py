@@ -20,10 +20,14 @@ __all__ = ["AsyncSchedule", "SyncSchedule"]
 
 
 class SyncSchedule:
-    """Every worker collects its share; the batch is their stack ``[W, *B, T]``."""
+    """Every worker collects its share; the batch is their stack ``[W, *B, T]``.
 
-    def __init__(self, owner: Any) -> None:
-        self.owner = owner
+    ``owner`` is the collector (counters, ``timing``, ``timeout``); ``workers`` its worker
+    handles (the very list it closes at shutdown).
+    """
+
+    def __init__(self, owner: Any, workers: list[Any]) -> None:
+        self.owner, self.workers = owner, workers
         self.steps = owner.frames_per_batch // (owner.num_workers * owner.num_rows)
 
     def batches(self) -> Iterator[TensorDictBase]:
@@ -31,40 +35,41 @@ class SyncSchedule:
         while o.total_frames < 0 or o.frames < o.total_frames:
             left = o.remaining_frames()
             steps = self.steps if left is None else min(self.steps, left // (o.num_workers * o.num_rows))
-            for worker in o._workers:
+            for worker in self.workers:
                 worker.send("collect", steps)
             with o.timing.add_time("wait"):
-                for worker in o._workers:
+                for worker in self.workers:
                     worker.recv_batch(o.timeout)
             with o.timing.add_time("copy_out"):
-                batch = torch.stack([w.buffer[..., :steps] for w in o._workers], 0)
+                batch = torch.stack([w.buffer[..., :steps] for w in self.workers], 0)
             yield batch
 
 
 class AsyncSchedule:
-    """Workers collect continuously; each batch is the first one ready."""
+    """Workers collect continuously; each batch is the first one ready (arguments as for
+    :class:`SyncSchedule`)."""
 
-    def __init__(self, owner: Any) -> None:
-        self.owner = owner
+    def __init__(self, owner: Any, workers: list[Any]) -> None:
+        self.owner, self.workers = owner, workers
 
     def _wait_any(self) -> Any:
         o = self.owner
         while True:
-            for worker in o._workers:
+            for worker in self.workers:
                 if worker.batches:
                     return worker
-            objects = [obj for w in o._workers for obj in w.waitables]
+            objects = [obj for w in self.workers for obj in w.waitables]
             ready = mpc.wait(objects, timeout=o.timeout) if objects else []
             if objects and not ready:
                 raise WorkerError(-1, f"no worker produced a batch within {o.timeout} s")
-            for worker in o._workers:
+            for worker in self.workers:
                 if any(obj in ready for obj in worker.waitables):
                     worker.batches.append(worker.recv_batch(o.timeout))
 
     def batches(self) -> Iterator[TensorDictBase]:
         o = self.owner
         steps = o.frames_per_batch // o.num_rows
-        for worker in o._workers:
+        for worker in self.workers:
             worker.send("collect", steps)
         while o.total_frames < 0 or o.frames < o.total_frames:
             with o.timing.add_time("wait"):

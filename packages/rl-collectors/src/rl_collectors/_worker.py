@@ -32,7 +32,9 @@ import torch.multiprocessing  # noqa: F401  (registers the shared-memory picklin
 from rl_collectors.exceptions import WorkerError
 from rl_collectors.weight_sync import SharedWeightsReader
 
-__all__ = ["InProcessWorker", "ProcessWorker", "WorkerRuntime", "WorkerSpec", "worker_main"]
+__all__ = [
+    "InProcessWorker", "ProcessWorker", "WorkerRuntime", "WorkerSpec", "bind_hosted", "resolve_call", "worker_main",
+]
 
 _POLL = 0.2  # seconds between liveness checks while waiting
 
@@ -59,23 +61,25 @@ class WorkerRuntime:
 
     def __init__(self, spec: WorkerSpec) -> None:
         from rl_collectors._collector import Collector
-        from rl_collectors._traj import TrajCounter
 
         if spec.num_threads is not None:
             torch.set_num_threads(spec.num_threads)
         self.collector = Collector(
             spec.create_env_fn, spec.policy, frames_per_batch=spec.frames_per_batch, **spec.options
         )
-        c = self.collector
-        c._init_profiling(spec.worker_idx)
-        c._traj = TrajCounter(c._traj.num_rows, stride=spec.num_workers, offset=spec.worker_idx)
+        self.collector.bind_worker(spec.worker_idx, spec.num_workers)
         if spec.shared:
-            c._plan(shared=True)
+            self.collector.share_buffer()
         self.reader = SharedWeightsReader(*spec.weights) if spec.weights is not None else None
 
     @property
     def buffer(self) -> Any:
         return self.collector.buffer
+
+    @property
+    def num_rows(self) -> int:
+        """The number of sub-envs (rows of the batch)."""
+        return self.collector.env.batch_size.numel()
 
     def handle(self, cmd: str, payload: Any) -> tuple[str, Any]:
         """Run one command; returns ``(kind, payload)``."""
@@ -83,11 +87,11 @@ class WorkerRuntime:
         if cmd == "collect":
             if self.reader is not None:
                 c.policy_version = self.reader.pull(c.policy)
-            c._collect(payload)
+            c.collect_view(payload)
             return "batch", (payload, c.policy_version)
         if cmd == "map_fn":
             name, args = payload
-            return "reply", _resolve(c, name)(*args)
+            return "reply", resolve_call(c, name)(*args)
         if cmd == "enable_profile":
             c.enable_profile(config=payload)
             return "reply", None
@@ -107,8 +111,8 @@ class WorkerRuntime:
         self.collector.shutdown()
 
 
-def _resolve(collector: Any, name: Any) -> Any:
-    """A collector method name, a dotted ``module.function`` path, or a callable."""
+def resolve_call(collector: Any, name: Any) -> Any:
+    """``map_fn``'s target: a collector method name, a dotted ``module.function`` path, or a callable."""
     if callable(name):
         return name
     if hasattr(collector, name):
@@ -117,6 +121,22 @@ def _resolve(collector: Any, name: Any) -> Any:
     if not module:
         raise AttributeError(f"map_fn: {name!r} is neither a Collector method nor a 'module.function' path")
     return getattr(importlib.import_module(module), attr)
+
+
+def bind_hosted(collector: Any, worker_idx: int, num_workers: int) -> bool:
+    """Give a collector hosted in a worker, rank or actor its worker index.
+
+    Returns whether its trajectory ids now are ``k * num_workers + worker_idx`` (unique
+    across workers). A ``Collector`` gets both (``bind_worker``); another class with
+    per-collector profiling (``AsyncBatchedCollector``) only its profiling index; any
+    other class (``MultiCollector``) nothing, and its host remaps each batch's ids itself.
+    """
+    if hasattr(collector, "bind_worker"):
+        collector.bind_worker(worker_idx, num_workers)
+        return True
+    if hasattr(collector, "init_worker_profiling"):
+        collector.init_worker_profiling(worker_idx)
+    return False
 
 
 def worker_main(spec: WorkerSpec, conn: Any) -> None:
@@ -130,7 +150,7 @@ def worker_main(spec: WorkerSpec, conn: Any) -> None:
         warnings.filterwarnings("ignore")
     try:
         runtime = WorkerRuntime(spec)
-        conn.send(("ready", (runtime.buffer, runtime.collector._traj.num_rows)))
+        conn.send(("ready", (runtime.buffer, runtime.num_rows)))
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
@@ -243,7 +263,7 @@ class InProcessWorker:
         except Exception as err:
             raise WorkerError(self.idx, "raised", traceback.format_exc()) from err
         self.buffer = self.runtime.buffer
-        self.num_rows = self.runtime.collector._traj.num_rows
+        self.num_rows = self.runtime.num_rows
         self.batches: deque[Any] = deque()
         self.replies: deque[Any] = deque()
 
