@@ -4,6 +4,7 @@ Usage::
 
     uv run python benchmarks/run.py                 # every benchmarks/bench_*.py
     uv run python benchmarks/run.py envs collectors  # bench_envs.py, bench_collectors.py
+    uv run python benchmarks/run.py --merge replay   # re-run one, keep the others' rows
 
 Each ``bench_<name>.py`` exposes ``run() -> list[dict]``; a row holds ``figure``,
 ``value``, ``unit``, ``limit`` (the reference measured in the same run, or the target)
@@ -11,7 +12,10 @@ and ``ratio`` (its direction is stated in the figure's name). The rows are print
 one table and written to ``benchmarks/results/latest.json`` with the machine's details,
 the versions of Python, torch, tensordict, gymnasium, numpy and each rl-* package, the
 command line and the git commit; the docs quote that file through
-``tools/mkdocs_hooks/bench_tables.py``.
+``tools/mkdocs_hooks/bench_tables.py``. Without ``--merge`` the file holds exactly the
+benches of this run; with it, the named benches' rows replace theirs in the existing file,
+the other rows are kept, and each bench run this way records its own metadata under
+``"benches"`` (the docs stamp its table with it).
 """
 
 from __future__ import annotations
@@ -112,10 +116,27 @@ def print_table(rows: list[dict]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
 
 
+def _merged(rows: list[dict], names: list[str]) -> dict:
+    """The existing results with the rows of ``names`` replaced by ``rows``.
+
+    The file's own metadata stays that of its last full run; each merged bench gets its
+    metadata under ``"benches"``.
+    """
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {**metadata(), "rows": []}
+    meta = metadata()
+    kept = [r for r in old.get("rows", []) if r.get("bench") not in names]
+    benches = {**old.get("benches", {}), **{name: meta for name in names}}
+    return {**old, "benches": benches, "rows": kept + rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="benchmark names (bench_<name>.py); all by default")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other benches' rows of the existing results file")
     args = parser.parse_args(argv)
+    if args.merge and not args.names:
+        parser.error("--merge: name the benches to re-run")
     sys.path.insert(0, str(HERE))
     rows, failures = [], []
     for path in _select(args.names):
@@ -130,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}] done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     print_table(rows)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({**metadata(), "rows": rows}, indent=2))
+    RESULTS.write_text(json.dumps(_merged(rows, args.names) if args.merge else {**metadata(), "rows": rows},
+                                  indent=2))
     print(f"\nwrote {RESULTS.relative_to(HERE.parent)}")
     if failures:
         print(f"failed: {failures}", file=sys.stderr)

@@ -142,3 +142,16 @@ def test_mermaid_script_only_on_pages_with_a_diagram():
     with pytest.raises(PluginError, match="no mkdocs-material bundle"):
         vendored_mermaid.add_script('<pre class="mermaid">x</pre>', "p.md")
     assert (ROOT / "docs" / vendored_mermaid.MERMAID).is_file()
+
+
+def test_a_merged_bench_is_stamped_with_its_own_run():
+    row = {"figure": "f", "value": 1.0, "unit": "us", "limit": 1.0, "ratio": 1.0}
+    merged = {
+        "time": "2026-01-01T00:00:00", "command": "python benchmarks/run.py", "git_commit": "full111",
+        "rows": [{"bench": "a", **row}, {"bench": "b", **row}],
+        "benches": {"a": {"time": "2026-02-02T02:02:02", "command": "python benchmarks/run.py --merge a",
+                          "git_commit": "part222"}},
+    }
+    own, other = bench_tables.table(merged, "a", "page"), bench_tables.table(merged, "b", "page")
+    assert "2026-02-02T02:02:02" in own and "--merge a" in own and "part222" in own
+    assert "2026-01-01T00:00:00" in other and "--merge" not in other and "full111" in other

@@ -57,8 +57,13 @@ def _cell(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
 
 
-def stamp(results: dict) -> str:
-    """One line: when, where, with which versions and which command the figures were made."""
+def stamp(results: dict, name: str | None = None) -> str:
+    """One line: when, where, with which versions and which command the figures were made.
+
+    A bench re-run alone with ``run.py --merge`` has its own metadata under
+    ``results["benches"][name]``, which then replaces the file's.
+    """
+    results = {**results, **results.get("benches", {}).get(name, {})} if name else results
     machine = dict(results.get("machine", {}))
     versions = results.get("versions")
     if versions and "python" in versions:
@@ -107,7 +112,7 @@ def table(results: dict, name: str, where: str, match: str | None = None) -> str
         cells = [_cell(r["figure"]), fmt_number(r["value"]), _cell(r["unit"]), fmt_number(r["limit"]),
                  fmt_number(r["ratio"])]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n" + stamp(results) + "\n"
+    return "\n".join(lines) + "\n\n" + stamp(results, name) + "\n"
 
 
 def value(results: dict, name: str, figure: str, where: str, what: str = "value") -> str:
