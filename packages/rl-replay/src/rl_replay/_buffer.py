@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,7 +14,7 @@ from rl_replay._checkpoint import dump_state, load_state
 from rl_replay._keys import INDEX
 from rl_replay._prefetch import Prefetcher
 from rl_replay._samplers import RandomSampler, Sampler
-from rl_replay._storage import ListStorage, Storage
+from rl_replay._storage import LazyTensorStorage, ListStorage, Storage
 from rl_replay._writers import RoundRobinWriter, Writer
 from rl_replay.exceptions import ReplayBufferError
 
@@ -27,7 +28,8 @@ class ReplayBuffer:
 
     One writer thread and any number of sampling threads may use a buffer at once: the
     write (data + cursor + new priorities) and the sample (indices + gather) each run
-    under one lock, so a sample never sees a half-written row.
+    under one lock, so a sample never sees a half-written row. A compilable buffer has
+    no lock and is not thread-safe.
 
     Args:
         storage: where rows live; ``ListStorage(1000)`` by default.
@@ -40,9 +42,17 @@ class ReplayBuffer:
             ``batch_size``); samples may be one update behind on priorities.
         generator: random generator of the sampler (one seeded from torch's global RNG
             is created by default, so ``torch.manual_seed`` makes sampling reproducible).
+        compilable: make ``extend``, ``sample`` and ``update_priority`` traceable by
+            ``torch.compile(fullgraph=True)``: the storage, writer and sampler are
+            switched to their compilable mode (counters and cursor as tensors, no host
+            sync), there is no lock (the buffer is not thread-safe), and samples draw
+            from torch's global RNG on the storage's device (a ``torch.Generator``
+            cannot be traced). The default storage is then
+            ``LazyTensorStorage(1000, compilable=True)``. See ``docs/replay.md``.
 
     Raises:
-        ValueError: an argument has the wrong type or value.
+        ValueError: an argument has the wrong type or value, or a component cannot be
+            compilable.
 
     Examples:
         >>> import torch
@@ -52,6 +62,9 @@ class ReplayBuffer:
         torch.Size([10])
         >>> rb.sample().shape, len(rb)
         (torch.Size([4]), 10)
+        >>> crb = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=4, compilable=True)
+        >>> crb.extend(torch.arange(10)), crb.storage.count()
+        (tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]), tensor(10))
     """
 
     def __init__(
@@ -65,6 +78,7 @@ class ReplayBuffer:
         transform: Callable[[Any], Any] | None = None,
         prefetch: int | None = None,
         generator: torch.Generator | None = None,
+        compilable: bool = False,
     ) -> None:
         for name, value, kind in (
             ("storage", storage, Storage),
@@ -78,19 +92,26 @@ class ReplayBuffer:
                 raise ValueError(f"{name}: expected a positive int or None, got {value!r}")
         if prefetch and batch_size is None:
             raise ValueError("prefetch: needs batch_size (samples are drawn ahead of time)")
-        self._storage = storage if storage is not None else ListStorage(1000)
+        self.compilable = _check_compilable(compilable, storage, prefetch, generator)
+        if storage is None:
+            storage = LazyTensorStorage(1000, compilable=True) if compilable else ListStorage(1000)
+        self._storage = storage
         self._sampler = sampler if sampler is not None else RandomSampler()
         self._writer = writer if writer is not None else RoundRobinWriter()
         self._writer.register_storage(self._storage)
+        if compilable:
+            for component in (self._storage, self._writer, self._sampler):
+                component._make_compilable()
         if hasattr(self._sampler, "attach"):
             self._sampler.attach(self._storage)
         self._batch_size, self._collate_fn, self._transform = batch_size, collate_fn, transform
         self._prefetch_depth = prefetch
         self._prefetcher: Prefetcher | None = None
-        if generator is None:
+        if generator is None and not compilable:
             generator = torch.Generator().manual_seed(int(torch.randint(2**62, ())))
         self._generator = generator
-        self._lock = threading.RLock()
+        # torch.compile cannot trace a lock: a compilable buffer is not thread-safe
+        self._lock = contextlib.nullcontext() if compilable else threading.RLock()
 
     @property
     def storage(self) -> Storage:
@@ -251,7 +272,7 @@ class ReplayBuffer:
                 "storage": self._storage.state_dict(),
                 "writer": self._writer.state_dict(),
                 "sampler": self._sampler.state_dict(),
-                "rng": self._generator.get_state(),
+                "rng": None if self._generator is None else self._generator.get_state(),
             }
 
     def load_state_dict(self, state: dict) -> None:
@@ -260,7 +281,8 @@ class ReplayBuffer:
             self._storage.load_state_dict(state["storage"])
             self._writer.load_state_dict(state["writer"])
             self._sampler.load_state_dict(state["sampler"])
-            self._generator.set_state(state["rng"])
+            if self._generator is not None and state["rng"] is not None:
+                self._generator.set_state(state["rng"])
 
     def dumps(self, path: Any) -> None:
         """Write an atomic checkpoint to directory ``path`` (see ``docs/replay.md``).
@@ -279,3 +301,28 @@ class ReplayBuffer:
         """
         with self._lock:
             load_state(self, path)
+
+
+def _check_compilable(
+    compilable: bool, storage: Storage | None, prefetch: int | None, generator: Any
+) -> bool:
+    """Validate ``compilable`` against the other arguments; return it."""
+    if not isinstance(compilable, bool):
+        raise ValueError(f"compilable: expected a bool, got {compilable!r}")
+    if not compilable:
+        if storage is not None and storage.compilable:
+            raise ValueError(
+                "compilable: expected True with a compilable storage (its row count is a "
+                "tensor), got False; pass compilable=True to the buffer too"
+            )
+        return False
+    if prefetch:
+        raise ValueError(
+            f"prefetch: a compilable buffer samples in the caller's thread, got {prefetch!r}"
+        )
+    if generator is not None:
+        raise ValueError(
+            "generator: a compilable buffer draws from torch's global RNG (seed it with "
+            "torch.manual_seed), since torch.compile cannot trace a torch.Generator; got one"
+        )
+    return True

@@ -8,8 +8,7 @@ checks, which is what keeps ``sample()`` close to the cost of indexing the tenso
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -44,12 +43,19 @@ class Layout:
         dtypes: dtype of each leaf.
         shapes: per-row shape (after the storage's batch dims) of each leaf.
         is_td: whether the data is a TensorDict (else a single Tensor).
+        flat: whether every key is a plain string (derived from ``keys``).
     """
 
     keys: tuple
     dtypes: tuple
     shapes: tuple
     is_td: bool
+    # computed once in __post_init__, not a cached_property, whose lock dynamo cannot trace
+    flat: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        flat = self.is_td and all(isinstance(k, str) for k in self.keys)
+        object.__setattr__(self, "flat", flat)
 
     @classmethod
     def of(cls, data: Any, ndim: int) -> Layout:
@@ -109,11 +115,6 @@ class Layout:
             if odt != dt:
                 raise StorageLayoutError(f"{name}: expected dtype {dt}, got {odt}")
         return self.leaves(data)
-
-    @cached_property
-    def flat(self) -> bool:
-        """Whether every key is a plain string (no nesting): the fastest ``build``."""
-        return self.is_td and all(isinstance(k, str) for k in self.keys)
 
     def build(
         self,

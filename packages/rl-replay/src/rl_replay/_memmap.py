@@ -92,6 +92,13 @@ class LazyMemmapStorage(LazyTensorStorage):
         self._own_dir = False
         self._finalizer: weakref.finalize | None = None
 
+    def _make_compilable(self) -> None:
+        raise ValueError(
+            "storage: expected a LazyTensorStorage for a compilable buffer, got "
+            "LazyMemmapStorage, whose writes are file I/O (pwrite) that torch.compile "
+            "cannot trace"
+        )
+
     def _folder(self) -> Path:
         if self.scratch_dir is None:
             self.scratch_dir = Path(tempfile.mkdtemp(prefix="rl-replay-"))

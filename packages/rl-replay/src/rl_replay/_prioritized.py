@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from rl_replay._keys import PRIORITY_WEIGHT
-from rl_replay._samplers import Sampler, _require_data
+from rl_replay._samplers import Sampler, _require_count, _require_data
 from rl_replay._storage import Storage
 from rl_replay._tree import PriorityTree
 from rl_replay._tree_choice import make_priority_tree
@@ -30,6 +30,11 @@ class PrioritizedSampler(Sampler):
     New rows get the largest priority seen so far (1.0 at first), so each is likely to be
     replayed once before its priority is known. The info dict of a sample holds
     ``"priority_weight"``, the importance weights ``(q_i / q_min) ** -beta``.
+
+    In a compilable buffer (``ReplayBuffer(compilable=True)``) the tree is always the
+    torch :class:`~rl_replay.PriorityTree`, the largest priority is a tensor, and
+    priorities and indices are checked with ``torch._assert_async`` (see
+    ``docs/replay.md``), so ``sample`` and ``update_priority`` trace with no host sync.
 
     Args:
         max_capacity: number of rows the tree covers (the storage's capacity).
@@ -77,24 +82,46 @@ class PrioritizedSampler(Sampler):
         self._max_priority = 1.0
         self._trusted: tuple[torch.Tensor | None, int] = (None, 0)
 
+    def _make_compilable(self) -> None:
+        self.compilable = True
+        if self._tree is not None and type(self._tree) is not PriorityTree:
+            state = self._tree.state_dict()
+            self._tree = None
+            self.tree.load_state_dict(state)
+
     @property
     def tree(self) -> PriorityTree:
         """The priority tree (created at the first write).
 
         A :class:`~rl_replay.TritonPriorityTree` on a CUDA device when triton is
-        installed (the ``[cuda]`` extra), else the torch :class:`~rl_replay.PriorityTree`.
+        installed (the ``[cuda]`` extra), else the torch :class:`~rl_replay.PriorityTree`;
+        always the torch tree in a compilable buffer.
         """
         if self._tree is None:
-            self._tree = make_priority_tree(self.max_capacity, device=self._device or "cpu")
+            kind = "torch" if self.compilable else None  # numba cannot be traced
+            device = self._device or "cpu"
+            self._tree = make_priority_tree(self.max_capacity, device=device, kind=kind)
         return self._tree
 
     def attach(self, storage: Storage) -> None:
-        """Check the capacity against ``storage`` and take its device."""
+        """Check the capacity against ``storage`` and take its device.
+
+        A compilable sampler builds its tree and its tensor state here, not at the
+        first (possibly traced) write.
+        """
         if self._device is None:
             self._device = getattr(storage, "device", "cpu")
+        if self.compilable:
+            tree = self.tree
+            self._max_priority = torch.tensor(
+                float(self._max_priority), dtype=torch.float64, device=tree.device
+            )
 
     def extend(self, index: torch.Tensor) -> None:
         if len(index) == 0:
+            return
+        if self.compilable:
+            self._extend_traceable(index)
             return
         if int(index.max()) >= self.max_capacity:
             raise InvalidPriorityError(
@@ -105,12 +132,25 @@ class PrioritizedSampler(Sampler):
         value = torch.full((len(index),), self._q(self._max_priority), dtype=torch.float64)
         tree.update(index.to(tree.device), value.to(tree.device))
 
+    def _extend_traceable(self, index: torch.Tensor) -> None:
+        tree = self.tree
+        index = index.to(tree.device)
+        torch._assert_async(
+            index.max() < self.max_capacity,
+            f"index: expected flat indices below max_capacity={self.max_capacity}; "
+            "give PrioritizedSampler the storage's capacity",
+        )
+        value = ((self._max_priority + self.eps) ** self.alpha).expand(index.shape)
+        tree.update(index, value)
+
     def _q(self, p: float) -> float:
         return (p + self.eps) ** self.alpha
 
     def sample(
         self, storage: Storage, batch_size: int, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, dict]:
+        if self.compilable:
+            return self._sample_traceable(storage, batch_size, generator)
         _require_data(storage)
         tree = self.tree
         u = torch.rand(batch_size, dtype=torch.float64, generator=generator)
@@ -122,6 +162,16 @@ class PrioritizedSampler(Sampler):
             weight = torch.empty(batch_size, dtype=torch.float32, device=tree.device)
             torch.pow(tree[index].div_(tree.min_tensor()), -self.beta, out=weight)
         self._trusted = (index, index._version)
+        return index, {PRIORITY_WEIGHT: weight}
+
+    def _sample_traceable(
+        self, storage: Storage, batch_size: int, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, dict]:
+        _require_count(storage)
+        tree = self.tree
+        u = torch.rand(batch_size, dtype=torch.float64, device=tree.device, generator=generator)
+        index = tree.sample(u)
+        weight = torch.pow(tree[index] / tree.min_tensor(), -self.beta).to(torch.float32)
         return index, {PRIORITY_WEIGHT: weight}
 
     def update_priority(self, index: torch.Tensor, priority: torch.Tensor | float) -> None:
@@ -146,6 +196,9 @@ class PrioritizedSampler(Sampler):
             return
         if index.is_floating_point() or index.dtype == torch.bool:
             raise InvalidPriorityError(f"index: expected an integer tensor, got {index.dtype}")
+        if self.compilable:
+            self._update_traceable(index, priority)
+            return
         trusted = self._is_trusted(index)
         if isinstance(tree, NumbaPriorityTree):  # checks and writes in one call
             status, hi = tree.set_priorities(index, priority, self.eps, self.alpha, not trusted)
@@ -159,6 +212,22 @@ class PrioritizedSampler(Sampler):
             q = torch.empty(index.shape, dtype=torch.float64, device=tree.device)
             tree.update(index, torch.add(priority, self.eps, out=q).pow_(self.alpha))
         self._max_priority = max(self._max_priority, hi)
+
+    def _update_traceable(self, index: torch.Tensor, priority: torch.Tensor) -> None:
+        """``update_priority`` with device-side checks: no host sync, no branch on data."""
+        lo, hi = torch.aminmax(priority)
+        ilo, ihi = torch.aminmax(index)
+        torch._assert_async(
+            (lo >= 0) & (hi < math.inf),  # NaN fails both comparisons
+            "priority: expected finite values >= 0 (got a negative, NaN or infinite one)",
+        )
+        torch._assert_async(
+            (ilo >= 0) & (ihi < self.max_capacity),
+            f"index: expected values in [0, {self.max_capacity})",
+        )
+        q = (priority.to(torch.float64) + self.eps).pow_(self.alpha)
+        self.tree.update(index, q)
+        self._max_priority.copy_(torch.maximum(self._max_priority, hi.to(torch.float64)))
 
     @staticmethod
     def _check_priority(priority: torch.Tensor) -> float:
@@ -199,16 +268,22 @@ class PrioritizedSampler(Sampler):
     def empty(self) -> None:
         if self._tree is not None:
             self._tree.clear()
-        self._max_priority = 1.0
+        self._set_max_priority(1.0)
+
+    def _set_max_priority(self, value: float) -> None:
+        if self.compilable and isinstance(self._max_priority, torch.Tensor):
+            self._max_priority.fill_(value)
+        else:
+            self._max_priority = value
 
     def state_dict(self) -> dict:
         return {
             "tree": None if self._tree is None else self._tree.state_dict(),
-            "max_priority": self._max_priority,
+            "max_priority": float(self._max_priority),
         }
 
     def load_state_dict(self, state: dict) -> None:
-        self._max_priority = float(state["max_priority"])
+        self._set_max_priority(float(state["max_priority"]))
         if state["tree"] is None:
             self._tree = None
         else:

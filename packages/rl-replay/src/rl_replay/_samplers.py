@@ -14,11 +14,37 @@ from rl_replay.exceptions import EmptyBufferError
 __all__ = ["RandomSampler", "Sampler", "SamplerWithoutReplacement"]
 
 
+_EMPTY = "sample: the buffer is empty; extend it before sampling"
+
+
 def _require_data(storage: Storage) -> int:
     n = len(storage)
     if n == 0:
-        raise EmptyBufferError("sample: the buffer is empty; extend it before sampling")
+        raise EmptyBufferError(_EMPTY)
     return n
+
+
+def _require_count(storage: Storage) -> torch.Tensor:
+    """The compilable form of :func:`_require_data`: a traceable check, no host sync.
+
+    An empty buffer fails ``torch._assert_async`` (a ``RuntimeError`` on the CPU, a
+    device-side assertion on CUDA); a storage never written raises ``IndexError`` when
+    the rows are gathered.
+    """
+    n = storage.count()
+    torch._assert_async(n > 0, _EMPTY)
+    return n
+
+
+def _uniform_ranks(
+    n: torch.Tensor, batch_size: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """``batch_size`` ranks uniform in ``[0, n)`` for a tensor ``n``, with no host sync.
+
+    ``randint(2**62) % n``: the modulo bias is below ``n / 2**62``.
+    """
+    draws = torch.randint(2**62, (batch_size,), device=n.device, generator=generator)
+    return draws % n
 
 
 class Sampler:
@@ -28,6 +54,14 @@ class Sampler:
     """
 
     ran_out: bool = False
+    compilable: bool = False
+
+    def _make_compilable(self) -> None:
+        """Switch to the traceable mode (``compilable=True``); base samplers cannot."""
+        raise ValueError(
+            f"sampler: expected a RandomSampler or PrioritizedSampler for a compilable "
+            f"buffer, got {type(self).__name__}, which torch.compile cannot trace"
+        )
 
     def sample(
         self, storage: Storage, batch_size: int, generator: torch.Generator | None = None
@@ -51,6 +85,9 @@ class Sampler:
 class RandomSampler(Sampler):
     """Uniform sampling with replacement over the stored rows.
 
+    In a compilable buffer the ranks are drawn on the storage's device, from
+    ``randint(2**62) % len(storage)`` with the length a tensor (no host sync).
+
     Examples:
         >>> import torch
         >>> from rl_replay import LazyTensorStorage, RandomSampler, ReplayBuffer
@@ -63,9 +100,15 @@ class RandomSampler(Sampler):
     def sample(
         self, storage: Storage, batch_size: int, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, dict]:
+        if self.compilable:
+            rank = _uniform_ranks(_require_count(storage), batch_size, generator)
+            return storage.valid_flat(rank), {}
         n = _require_data(storage)
         rank = torch.randint(n, (batch_size,), generator=generator)
         return storage.valid_flat(rank), {}
+
+    def _make_compilable(self) -> None:
+        self.compilable = True
 
 
 class SamplerWithoutReplacement(Sampler):
@@ -73,6 +116,9 @@ class SamplerWithoutReplacement(Sampler):
 
     A new epoch starts when the current one is used up, or when the number of stored
     rows changed since it started.
+
+    Not available in a compilable buffer: the size of an epoch's last batch and the start
+    of a new epoch depend on the row count, which traced code holds as a tensor.
 
     Args:
         drop_last: drop the last, incomplete batch of an epoch (else return it smaller).

@@ -36,12 +36,39 @@ class Storage:
     ndim: int = 1
     takes_extra: bool = False
     """Whether ``get(index, extra)`` adds ``extra`` root keys to a TensorDict sample."""
+    compilable: bool = False
+    """Whether the row count is a tensor and writes need no host sync (see ``docs/replay.md``)."""
 
     def __init__(self, max_size: int) -> None:
         self.max_size = _check_size("max_size", max_size)
         self._filled = 0
 
     def __len__(self) -> int:
+        return int(self._filled) * self._width
+
+    def _make_compilable(self) -> None:
+        """Switch to the traceable mode (``compilable=True``); base storages cannot."""
+        raise ValueError(
+            f"storage: expected a LazyTensorStorage for a compilable buffer, got "
+            f"{type(self).__name__}, which torch.compile cannot trace"
+        )
+
+    def _set_filled(self, filled: int) -> None:
+        if self.compilable:
+            self._filled.fill_(filled)
+        else:
+            self._filled = filled
+
+    def count(self) -> torch.Tensor:
+        """``len(self)`` as a 0-d int64 tensor on the storage's device (compilable only).
+
+        No host sync: the number of stored rows as traced code reads it (a new tensor).
+
+        Raises:
+            ValueError: the storage is not compilable.
+        """
+        if not self.compilable:
+            raise ValueError("count: expected a compilable storage (compilable=True)")
         return self._filled * self._width
 
     @property
@@ -72,7 +99,11 @@ class Storage:
             StorageLayoutError: ``data`` does not match what the storage holds.
         """
         self._write(index, data)
-        if len(index):
+        if not len(index):
+            return
+        if self.compilable:  # no host sync: the count stays a tensor
+            self._filled.copy_(torch.maximum(self._filled, index.max().to(self._filled) + 1))
+        else:
             self._filled = max(self._filled, int(index.max()) + 1)
 
     def _write(self, index: torch.Tensor, data: Any) -> None:
@@ -92,7 +123,7 @@ class Storage:
 
     def empty(self) -> None:
         """Forget every row (the allocation is kept)."""
-        self._filled = 0
+        self._set_filled(0)
 
     def state_dict(self) -> dict:
         raise NotImplementedError
@@ -162,6 +193,10 @@ class LazyTensorStorage(Storage):
         max_size: capacity in rows (``ndim=1``) or in env-steps (``ndim=2``).
         device: device of the stored tensors; data is moved there on write.
         ndim: number of leading batch dims of a row-block (1 or 2).
+        compilable: keep the row count in a 0-d tensor on ``device`` (see
+            :meth:`count`), so that writes and samples trace under ``torch.compile``
+            with no host sync; ``len()`` then syncs. Use it in a
+            ``ReplayBuffer(compilable=True)``.
 
     Examples:
         >>> import torch
@@ -171,9 +206,15 @@ class LazyTensorStorage(Storage):
         >>> s.set(torch.arange(3), TensorDict({"obs": torch.ones(3, 4)}, [3]))
         >>> len(s), s.get(torch.tensor([0, 2]))["obs"].shape
         (3, torch.Size([2, 4]))
+        >>> c = LazyTensorStorage(100, compilable=True)
+        >>> c.set(torch.arange(3), torch.zeros(3))
+        >>> c.count()
+        tensor(3)
     """
 
-    def __init__(self, max_size: int, *, device: Any = "cpu", ndim: int = 1) -> None:
+    def __init__(
+        self, max_size: int, *, device: Any = "cpu", ndim: int = 1, compilable: bool = False
+    ) -> None:
         super().__init__(max_size)
         if ndim not in (1, 2):
             raise ValueError(f"ndim: expected 1 or 2, got {ndim!r}")
@@ -183,6 +224,13 @@ class LazyTensorStorage(Storage):
         self._envs = 1
         self._leaves: list[torch.Tensor] = []  # full leaves, [cap] or [envs, cap_t]
         self._flat: list[torch.Tensor] = []  # the same, viewed flat [envs * cap_t, ...]
+        if compilable:
+            self._make_compilable()
+
+    def _make_compilable(self) -> None:
+        if not self.compilable:
+            self.compilable = True
+            self._filled = torch.tensor(self._filled, dtype=torch.int64, device=self.device)
 
     @property
     def _width(self) -> int:
@@ -284,13 +332,14 @@ class LazyTensorStorage(Storage):
         return {
             "layout": _layout_state(self.layout),
             "envs": self._envs,
-            "filled": self._filled,
+            "filled": int(self._filled),
             "leaves": list(self._leaves),
         }
 
     def load_state_dict(self, state: dict) -> None:
         if state["layout"] is None:
-            self.layout, self._leaves, self._flat, self._filled = None, [], [], 0
+            self.layout, self._leaves, self._flat = None, [], []
+            self._set_filled(0)
             return
         layout = _layout_from_state(state["layout"])
         self._envs = int(state["envs"])
@@ -301,7 +350,7 @@ class LazyTensorStorage(Storage):
         for dst, src in zip(leaves, state["leaves"], strict=False):
             dst.copy_(src)
         self._attach(layout, leaves)
-        self._filled = int(state["filled"])
+        self._set_filled(int(state["filled"]))
 
 
 def _layout_state(layout: Layout) -> dict:

@@ -20,12 +20,21 @@ __all__ = ["ImmutableDatasetWriter", "RoundRobinWriter", "TensorDictMaxValueWrit
 class Writer:
     """Base class of writers. Bind a storage with :meth:`register_storage`."""
 
+    compilable: bool = False
+
     def __init__(self) -> None:
         self._storage: Storage | None = None
 
     def register_storage(self, storage: Storage) -> None:
         """Attach the storage this writer writes to."""
         self._storage = storage
+
+    def _make_compilable(self) -> None:
+        """Switch to the traceable mode (``compilable=True``); base writers cannot."""
+        raise ValueError(
+            f"writer: expected a RoundRobinWriter or ImmutableDatasetWriter for a "
+            f"compilable buffer, got {type(self).__name__}, which torch.compile cannot trace"
+        )
 
     def extend(self, data: Any) -> torch.Tensor:
         """Write a block of rows; return the flat indices written."""
@@ -46,6 +55,11 @@ class RoundRobinWriter(Writer):
 
     A block larger than the capacity keeps only its last ``capacity`` rows.
 
+    Args:
+        compilable: keep the cursor in a 0-d tensor on the storage's device, so that
+            ``extend`` traces under ``torch.compile`` with no host sync (the indices it
+            returns are then on the storage's device).
+
     Examples:
         >>> import torch
         >>> from rl_replay import LazyTensorStorage, ReplayBuffer, RoundRobinWriter
@@ -56,13 +70,31 @@ class RoundRobinWriter(Writer):
         [4, 5, 2, 3]
     """
 
-    def __init__(self) -> None:
+    def __init__(self, compilable: bool = False) -> None:
         super().__init__()
-        self._cursor = 0
+        self._cursor: int | torch.Tensor = 0
+        if compilable:
+            self._make_compilable()
+
+    def _make_compilable(self) -> None:
+        self.compilable = True
+        self._place_cursor()
+
+    def register_storage(self, storage: Storage) -> None:
+        super().register_storage(storage)
+        self._place_cursor()
+
+    def _place_cursor(self) -> None:
+        """The compilable cursor: a 0-d int64 tensor on the storage's device."""
+        if self.compilable:
+            device = getattr(self._storage, "device", "cpu")
+            self._cursor = torch.tensor(int(self._cursor), dtype=torch.int64, device=device)
 
     def extend(self, data: Any) -> torch.Tensor:
         storage = self._storage
         storage.prepare(data)
+        if self.compilable:
+            return self._extend_traceable(data)
         n, cap = storage.rows(data), storage.extend_capacity
         start, end = self._cursor, self._cursor + n
         if n > cap:  # only the last `cap` rows survive, where a row-by-row write puts them
@@ -72,14 +104,32 @@ class RoundRobinWriter(Writer):
         self._cursor = end % cap
         return storage.flat_index(index)
 
+    def _extend_traceable(self, data: Any) -> torch.Tensor:
+        """``extend`` with the cursor a tensor: no host sync, only shapes are static."""
+        storage, cursor = self._storage, self._cursor
+        n, cap = storage.rows(data), storage.extend_capacity
+        skip = max(n - cap, 0)  # rows of a block larger than the storage that are dropped
+        if skip:
+            data = _tail(data, storage, cap)
+        index = (torch.arange(skip, n, device=cursor.device) + cursor) % cap
+        storage.set(index, data)
+        cursor.copy_((cursor + n) % cap)
+        return storage.flat_index(index)
+
     def empty(self) -> None:
-        self._cursor = 0
+        if self.compilable:
+            self._cursor.zero_()
+        else:
+            self._cursor = 0
 
     def state_dict(self) -> dict:
-        return {"cursor": self._cursor}
+        return {"cursor": int(self._cursor)}
 
     def load_state_dict(self, state: dict) -> None:
-        self._cursor = int(state["cursor"])
+        if self.compilable:
+            self._cursor.fill_(int(state["cursor"]))
+        else:
+            self._cursor = int(state["cursor"])
 
 
 def _tail(data: Any, storage: Storage, n: int) -> Any:
@@ -170,6 +220,8 @@ class TensorDictMaxValueWriter(Writer):
 class ImmutableDatasetWriter(Writer):
     """A writer that refuses every write: for datasets loaded into the storage once.
 
+    It has no state, so it serves compilable buffers as they are.
+
     Examples:
         >>> import torch
         >>> from rl_replay import ImmutableDatasetWriter, LazyTensorStorage, ReplayBuffer
@@ -179,6 +231,9 @@ class ImmutableDatasetWriter(Writer):
         >>> len(rb)
         3
     """
+
+    def _make_compilable(self) -> None:
+        self.compilable = True
 
     def extend(self, data: Any) -> torch.Tensor:
         raise ReplayBufferError(
