@@ -151,3 +151,18 @@ def test_slice_sampler_rejects_unflattened_env_time_batches():
     rb.extend(TensorDict({"traj": torch.zeros(4, 5, dtype=torch.long)}, [4, 5]))
     with pytest.raises(ValueError, match="reshape"):
         rb.sample()
+
+
+def test_random_ranks_are_pooled_only_while_the_row_count_holds():
+    storage = LazyTensorStorage(1000)
+    storage.set(torch.arange(100), torch.arange(100.0))
+    sampler, gen = RandomSampler(), torch.Generator().manual_seed(0)
+    for _ in range(40):  # a full buffer: the pool grows to POOL batches
+        sampler.sample(storage, 8, gen)
+    assert sampler._pool_size == RandomSampler.POOL
+    storage.set(torch.arange(100, 110), torch.arange(10.0))  # the buffer grows: the pool is dropped
+    index, _ = sampler.sample(storage, 8, gen)
+    assert sampler._pool_size == 1 and index.max() < 110
+    ranks = [sampler.sample(storage, 8, gen)[0] for _ in range(2000)]
+    counts = torch.bincount(torch.cat(ranks), minlength=110).double()
+    assert counts.min() > 0.6 * counts.mean() and counts.max() < 1.4 * counts.mean()  # uniform over 110

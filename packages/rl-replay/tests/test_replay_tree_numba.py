@@ -92,3 +92,13 @@ def test_the_tree_choice(monkeypatch):
         make_priority_tree(100, kind="cython")
     with pytest.raises(ValueError, match="device: NumbaPriorityTree runs on the CPU"):
         NumbaPriorityTree(10, device="meta")
+
+
+def test_narrow_dtypes_go_to_the_kernels_as_they_are():
+    wide, narrow = NumbaPriorityTree(100), NumbaPriorityTree(100)
+    index, priority = torch.tensor([5, 50, 99]), torch.tensor([0.5, 2.0, 7.0])
+    wide.set_priorities(index, priority.double(), 1e-3, 0.7)
+    narrow.set_priorities(index.int(), priority, 1e-3, 0.7)  # int32 and float32
+    torch.testing.assert_close(narrow.leaves, wide.leaves, rtol=1e-7, atol=0)
+    narrow.update(index.int(), priority.bfloat16())  # converted: numpy has no bfloat16
+    assert narrow.leaves[[5, 50, 99]].tolist() == [0.5, 2.0, 7.0]

@@ -85,6 +85,12 @@ class Sampler:
 class RandomSampler(Sampler):
     """Uniform sampling with replacement over the stored rows.
 
+    Ranks are drawn up to ``POOL`` batches at a time (one ``randint`` of ``[k, B]``, handed
+    out one row per ``sample``): a ``randint`` costs microseconds of dispatch whatever its
+    size. The pool is dropped when the number of stored rows or the batch size changes;
+    ``k`` doubles each time a pool is used up and falls back to 1 when one is dropped
+    unused (a buffer still filling up). The pool is part of the state, so a restored buffer draws what the original would have
+    (the pool belongs to the generator of the buffer that samples).
     In a compilable buffer the ranks are drawn on the storage's device, from
     ``randint(2**62) % len(storage)`` with the length a tensor (no host sync).
 
@@ -104,8 +110,29 @@ class RandomSampler(Sampler):
             rank = _uniform_ranks(_require_count(storage), batch_size, generator)
             return storage.valid_flat(rank), {}
         n = _require_data(storage)
-        rank = torch.randint(n, (batch_size,), generator=generator)
-        return storage.valid_flat(rank), {}
+        if not self._pool or self._pool_key != (n, batch_size):
+            # a pool dropped unused means the buffer grows between samples: draw one batch
+            size = 1 if self._pool else min(2 * self._pool_size, self.POOL)
+            ranks = torch.randint(n, (size, batch_size), generator=generator)
+            self._pool, self._pool_key, self._pool_size = list(ranks.unbind(0)), (n, batch_size), size
+        return storage.valid_flat(self._pool.pop()), {}
+
+    POOL = 16
+    """Batches of ranks drawn by one ``randint``."""
+    _pool: list[torch.Tensor] = []
+    _pool_key: tuple[int, int] | None = None
+    _pool_size = 1
+
+    def empty(self) -> None:
+        self._pool, self._pool_key, self._pool_size = [], None, 1
+
+    def state_dict(self) -> dict:
+        return {"pool": list(self._pool), "pool_key": self._pool_key, "pool_size": self._pool_size}
+
+    def load_state_dict(self, state: dict) -> None:
+        # drawn from the buffer's generator, whose state is restored with it
+        self._pool, self._pool_key = list(state.get("pool", [])), state.get("pool_key")
+        self._pool_size = int(state.get("pool_size", 1))
 
     def _make_compilable(self) -> None:
         self.compilable = True

@@ -110,12 +110,15 @@ class NumbaPriorityTree(PriorityTree):
         return torch.from_numpy(index), torch.from_numpy(weight)
 
 
-_TORCH_DTYPE = {np.int64: torch.int64, np.float64: torch.float64}
+_KERNEL_DTYPES = {np.int64: (torch.int64, torch.int32), np.float64: (torch.float64, torch.float32)}
+"""Per kernel argument kind, the dtypes passed as they are (numba compiles one variant
+each); any other is converted to the first."""
 
 
-def _np(t: torch.Tensor, dtype: type) -> np.ndarray:
-    """``t`` as a 1-d contiguous CPU numpy array of ``dtype`` (no copy when it is one)."""
+def _np(t: torch.Tensor, kind: type) -> np.ndarray:
+    """``t`` as a 1-d contiguous CPU numpy array the kernels take (no copy when it is one)."""
     t = t.detach()
-    if t.dtype != _TORCH_DTYPE[dtype] or t.device.type != "cpu":
-        t = t.to("cpu", _TORCH_DTYPE[dtype])  # also the dtypes numpy lacks (bfloat16)
+    accepted = _KERNEL_DTYPES[kind]
+    if t.dtype not in accepted or t.device.type != "cpu":
+        t = t.to("cpu", accepted[0])  # also the dtypes numpy lacks (bfloat16)
     return np.ascontiguousarray(t.numpy().reshape(-1))
