@@ -1,7 +1,8 @@
 """rl-replay benchmarks: sample, extend, prioritized, slices and a 10M-row memmap buffer.
 
 Run on one CPU thread (``torch.set_num_threads(1)``), best of N short blocks. Each
-figure is printed beside its limit, measured in the same run:
+figure is printed beside its limit, measured in the same run (the sampling figures and
+their floor in alternating blocks, so that they see the same machine load):
 
 * sampling: the *floor*, indexing the four stored tensors with the same number of random
   indices (``index_select``), i.e. the cost of the gather itself;
@@ -59,6 +60,25 @@ def _best_us(fn: Callable[[], object], calls: int, block: int | None = None) -> 
     return best * 1e6
 
 
+def _best_interleaved_us(fns: dict[str, Callable[[], object]], rounds: int = 300, block: int = 5) -> dict[str, float]:
+    """Best mean time per call of each of ``fns``, timed in alternating blocks.
+
+    Each round times a block of ``block`` calls of every function in turn, so a figure
+    and its limit see the same machine load (a ratio between two figures timed one
+    after the other moves with the load in between).
+    """
+    best = dict.fromkeys(fns, float("inf"))
+    for fn in fns.values():
+        fn()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(block):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - start) / block)
+    return {name: t * 1e6 for name, t in best.items()}
+
+
 def _once(fn: Callable[[], object], tries: int = 20) -> float:
     """Shortest single call of ``fn`` over ``tries``."""
     best = float("inf")
@@ -90,16 +110,23 @@ def _fill(rb, size: int, chunk: int = 100_000, traj: bool = False) -> None:
         rb.extend(_rows(min(chunk, size - start), start, traj=traj))
 
 
-def _floor_us(storage: LazyTensorStorage, n: int) -> float:
+def _floor_fn(storage: LazyTensorStorage, n: int) -> Callable[[], None]:
+    """The floor: index the four stored tensors with ``n`` fresh random indices."""
     leaves = [storage.leaf(k) for k in ("observation", "action", "reward", "done")]
-    pool = iter(torch.randint(len(storage), (4096, n)).unbind(0))  # fresh indices each call
+    pool = torch.randint(len(storage), (4096, n)).unbind(0)  # fresh indices each call
+    position = [0]
 
     def gather() -> None:
-        idx = next(pool)
+        idx = pool[position[0]]
+        position[0] = (position[0] + 1) % len(pool)
         for t in leaves:
             torch.index_select(t, 0, idx)
 
-    return _best_us(gather, 1000)
+    return gather
+
+
+def _floor_us(storage: LazyTensorStorage, n: int) -> float:
+    return _best_us(_floor_fn(storage, n), 1000)
 
 
 def _memcpy_bytes_per_s() -> float:
@@ -116,8 +143,6 @@ def bench_sampling(size: int) -> list[dict]:
     storage = LazyTensorStorage(size)
     rb = TensorDictReplayBuffer(storage=storage, batch_size=BATCH)
     _fill(rb, size)
-    floor = _floor_us(storage, BATCH)
-    uniform = _best_us(rb.sample, 1000)
     prb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=storage, batch_size=BATCH)
     prb.sampler.extend(torch.arange(size))
     prb.update_priority(torch.arange(size), torch.rand(size))
@@ -126,14 +151,20 @@ def bench_sampling(size: int) -> list[dict]:
         td = prb.sample()
         prb.update_priority(td["index"], torch.rand(BATCH))
 
-    prioritized = _best_us(per_step, 1000)
     tree = prb.sampler.tree
-    u = torch.rand(BATCH, dtype=torch.float64)
+    draws = torch.rand(1024, BATCH, dtype=torch.float64).unbind(0)  # fresh draws each call
+    position = [0]
 
     def tree_step() -> None:
+        u = draws[position[0]]
+        position[0] = (position[0] + 1) % len(draws)
         tree.update(tree.sample(u), torch.rand(BATCH, dtype=torch.float64))
 
-    tree_us = _best_us(tree_step, 1000)
+    # interleaved: the floor and each figure see the same load
+    best = _best_interleaved_us(
+        {"floor": _floor_fn(storage, BATCH), "uniform": rb.sample, "prioritized": per_step, "tree": tree_step}
+    )
+    floor, uniform, prioritized, tree_us = (best[k] for k in ("floor", "uniform", "prioritized", "tree"))
     tag = f"{size // 1000}k"
     target = " (target <= 1.33)" if size <= 100_000 else ""
     p_target = 60.0 / 15.0 if size <= 100_000 else 100.0 / 15.0
