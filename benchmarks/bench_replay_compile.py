@@ -11,7 +11,7 @@ Prioritized sample + priority update of 256 rows, and a uniform sample of 256 ro
 
 Every ratio is to ``compilable, eager`` measured in the same run (lower is faster). The
 inductor compile time (seconds, first call, with C++ toolchain set-up on a cold cache) is
-reported too. Not part of ``benchmarks/run.py``: the compile alone takes about a minute
+reported too. Part of ``benchmarks/run.py``: the first compile on a machine takes about a minute
 here. Times are the best over short blocks of calls, the variants measured in turn over
 ``ROUNDS`` rounds (a loaded machine is noisy: compare the ratios).
 """
