@@ -11,13 +11,19 @@ return, the wall time and the frames per second; the TensorBoard scalar
 the frames to threshold: the first logged frame count at which it reaches the example's
 target. Every run's record is kept in the page itself (an HTML comment at its end), so a
 later call adds the missing (example, seed) pairs and re-renders the table from all runs;
-``--rerun`` runs them again. Only measured figures go into the table; the published
-figures beside them are quoted from the cited pages.
+``--rerun`` runs them again. Each record carries the fingerprint of the example's code
+(its syntax tree without docstrings and comments, so the ``Config`` defaults included):
+records of an example whose code has changed since are dropped when the script runs, so
+runs of old and new hyper-parameters are never mixed (the page then shows only what the
+current code reaches, and lists the examples it has no run of). Only measured figures go
+into the table; the published figures beside them are quoted from the cited pages.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import hashlib
 import json
 import os
 import platform
@@ -72,6 +78,37 @@ def frames_to_threshold(logdir: Path, threshold: float) -> int | None:
     return None
 
 
+def code_fingerprint(name: str) -> str:
+    """Hash of ``examples/<name>.py``'s syntax tree without docstrings (comments never reach it).
+
+    Any change to what the example runs (a ``Config`` default, a network, the loop) changes
+    it; editing a docstring or a comment does not.
+    """
+    tree = ast.parse((ROOT / "examples" / f"{name}.py").read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:12]
+
+
+def drop_stale(records: list[dict], extra: list[str]) -> list[dict]:
+    """The records of the current code run with the same extra options (``extra``).
+
+    A record without a code fingerprint (written before there were any) is stale too.
+    """
+    current = {name: code_fingerprint(name) for name in EXAMPLES}
+    kept = [r for r in records if r.get("code") == current.get(r["example"]) and r.get("args", []) == extra]
+    for r in records:
+        if r not in kept:
+            print(f"dropping the record of {r['example']} seed {r['seed']} ({r['started']}): code "
+                  f"{r.get('code', 'unknown')} with options {r.get('args', [])}, now {current.get(r['example'])} "
+                  f"with {extra}", file=sys.stderr)
+    return kept
+
+
 def run_one(name: str, seed: int, extra: list[str], timeout: float) -> dict:
     """One example run in a fresh process; its record for the page."""
     script = ROOT / "examples" / f"{name}.py"
@@ -85,8 +122,8 @@ def run_one(name: str, seed: int, extra: list[str], timeout: float) -> dict:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         reached = frames_to_threshold(Path(tmp) / "tb", EXAMPLES[name]["threshold"])
     shown = ["python", f"examples/{name}.py", "--seed", str(seed), *extra]
-    return {"example": name, "seed": seed, "command": " ".join(shown), "started": started,
-            "load_avg_1min_before": round(load_before, 2), "frames_to_threshold": reached, **result}
+    return {"example": name, "seed": seed, "code": code_fingerprint(name), "args": extra, "command": " ".join(shown),
+            "started": started, "load_avg_1min_before": round(load_before, 2), "frames_to_threshold": reached, **result}
 
 
 def machine() -> str:
@@ -184,11 +221,13 @@ def render(records: list[dict], argv: list[str]) -> str:
         "evaluation protocols); they show what a correct implementation reaches, not a "
         "like-for-like race.",
         "",
-        "Each run, as recorded (the script reads this back to add seeds without re-running the others):",
+        "Each run, as recorded (the script reads this back to add seeds without re-running the others; "
+        "*Code* is the fingerprint of the example's code that ran, and a record whose example has "
+        "changed since is dropped, never mixed with runs of the new code):",
         "",
-        "| Example | Seed | Started | Load | Frames | Final return | Frames to target | Seconds | Frames/s | Note |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-        *[f"| `{r['example']}` | {r['seed']} | {r['started']} | {r['load_avg_1min_before']} | {r['frames']:,} | "
+        "| Example | Code | Seed | Started | Load | Frames | Final return | Frames to target | Seconds | Frames/s | Note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *[f"| `{r['example']}` | `{r['code']}` | {r['seed']} | {r['started']} | {r['load_avg_1min_before']} | {r['frames']:,} | "
           f"{r['mean_return']} | {_frames_to_target(r)} | "
           f"{r['seconds']} | {r['fps']} | {r.get('note', '')} |" for r in sorted(records, key=lambda r: (r['example'], r['seed']))],
         "",
@@ -211,7 +250,7 @@ def main() -> None:
     unknown = sorted(set(names) - set(EXAMPLES))
     if unknown:
         parser.error(f"unknown examples {unknown}; expected some of {list(EXAMPLES)}")
-    records = load_records(args.page)
+    records = drop_stale(load_records(args.page), extra)
     if not args.render_only:
         for name in names:
             for seed in range(args.seeds):
