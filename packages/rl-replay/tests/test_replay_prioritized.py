@@ -129,8 +129,10 @@ def _unique_last(index):
     return torch.tensor(list(seen)), torch.tensor(list(seen.values()))
 
 
+@pytest.mark.parametrize("kind", ["numba", "torch"])
 @pytest.mark.parametrize("priority", [-1.0, float("nan"), float("inf")])
-def test_bad_priorities_leave_the_tree_unchanged(priority):
+def test_bad_priorities_leave_the_tree_unchanged(priority, kind, monkeypatch):
+    monkeypatch.setenv("RL_REPLAY_TREE", kind)
     rb = ReplayBuffer(storage=LazyTensorStorage(8), sampler=PrioritizedSampler(8, 1.0, 1.0))
     rb.extend(torch.arange(8))
     rb.update_priority(torch.arange(8), torch.arange(1.0, 9.0))

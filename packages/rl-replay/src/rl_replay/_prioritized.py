@@ -18,7 +18,6 @@ from rl_replay._samplers import Sampler, _require_count, _require_data
 from rl_replay._storage import Storage
 from rl_replay._tree import PriorityTree
 from rl_replay._tree_choice import make_priority_tree
-from rl_replay._tree_numba import NumbaPriorityTree
 from rl_replay.exceptions import InvalidPriorityError
 
 __all__ = ["PrioritizedSampler"]
@@ -154,13 +153,7 @@ class PrioritizedSampler(Sampler):
         _require_data(storage)
         tree = self.tree
         u = torch.rand(batch_size, dtype=torch.float64, generator=generator)
-        if isinstance(tree, NumbaPriorityTree):  # draws and weights in one call
-            index, weight = tree.sample_weighted(u, self.beta)
-        else:
-            index = tree.sample(u)
-            # (q_i / q_min) ** -beta, written straight into float32
-            weight = torch.empty(batch_size, dtype=torch.float32, device=tree.device)
-            torch.pow(tree[index].div_(tree.min_tensor()), -self.beta, out=weight)
+        index, weight = tree.sample_weighted(u, self.beta)  # weights (q_i / q_min) ** -beta
         self._trusted = (index, index._version)
         return index, {PRIORITY_WEIGHT: weight}
 
@@ -199,18 +192,11 @@ class PrioritizedSampler(Sampler):
         if self.compilable:
             self._update_traceable(index, priority)
             return
-        trusted = self._is_trusted(index)
-        if isinstance(tree, NumbaPriorityTree):  # checks and writes in one call
-            status, hi = tree.set_priorities(index, priority, self.eps, self.alpha, not trusted)
-            if status:  # nothing was written: say what was wrong
-                self._check_priority(priority)
-                self._check_index(index)
-        else:
-            hi = self._check_priority(priority)
-            if not trusted:
-                self._check_index(index)
-            q = torch.empty(index.shape, dtype=torch.float64, device=tree.device)
-            tree.update(index, torch.add(priority, self.eps, out=q).pow_(self.alpha))
+        check_index = not self._is_trusted(index)
+        status, hi = tree.set_priorities(index, priority, self.eps, self.alpha, check_index)
+        if status:  # nothing was written: say what was wrong
+            self._check_priority(priority)
+            self._check_index(index)
         self._max_priority = max(self._max_priority, hi)
 
     def _update_traceable(self, index: torch.Tensor, priority: torch.Tensor) -> None:
@@ -230,15 +216,14 @@ class PrioritizedSampler(Sampler):
         self._max_priority.copy_(torch.maximum(self._max_priority, hi.to(torch.float64)))
 
     @staticmethod
-    def _check_priority(priority: torch.Tensor) -> float:
-        """The largest priority, after checking they are all finite and >= 0."""
+    def _check_priority(priority: torch.Tensor) -> None:
+        """Raise if a priority is negative, NaN or infinite."""
         lo, hi = (float(v) for v in torch.aminmax(priority))
         if not (lo >= 0 and hi < math.inf):  # NaN fails both comparisons
             raise InvalidPriorityError(
                 f"priority: expected finite values >= 0, got min {lo}, max {hi} "
                 f"(NaN present: {bool(priority.isnan().any())})"
             )
-        return hi
 
     def _is_trusted(self, index: torch.Tensor) -> bool:
         """Whether ``index`` is (a flat view of) the last sample's, unmodified.

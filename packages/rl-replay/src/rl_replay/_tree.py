@@ -27,9 +27,12 @@ The minimum (for importance weights) is over the leaves written since the last
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
+
+from rl_replay._tree_numba_kernels import BAD_INDEX, BAD_PRIORITY
 
 __all__ = ["PriorityTree"]
 
@@ -167,6 +170,36 @@ class PriorityTree:
                 target -= cum.gather(1, child).sub_(sums.gather(1, child)).squeeze(1)
             node = torch.add(child.squeeze(1), node, alpha=self.fanout)
         return node
+
+    def sample_weighted(self, u: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Leaves for draws ``u`` (see :meth:`sample`) and their importance weights
+        ``(p_i / p_min) ** -beta``, float32."""
+        index = self.sample(u)
+        weight = torch.empty(index.shape, dtype=torch.float32, device=self.device)
+        torch.pow(self[index].div_(self.min_tensor()), -beta, out=weight)  # straight into float32
+        return index, weight
+
+    def set_priorities(
+        self, index: torch.Tensor, priority: torch.Tensor, eps: float, alpha: float,
+        check_index: bool = True,
+    ) -> tuple[int, float]:  # fmt: skip
+        """Check, then set ``leaves[index] = (priority + eps) ** alpha``.
+
+        Returns:
+            ``(status, largest priority)``: status 0 when written; ``BAD_PRIORITY`` (a
+            priority is negative, NaN or infinite) or ``BAD_INDEX`` (an index is outside
+            ``[0, capacity)``, checked when ``check_index``), with nothing written.
+        """
+        lo, high = (float(v) for v in torch.aminmax(priority))
+        if not (lo >= 0 and high < math.inf):  # NaN fails both comparisons
+            return BAD_PRIORITY, high
+        if check_index:
+            ilo, ihi = (int(v) for v in torch.aminmax(index))
+            if ilo < 0 or ihi >= self.capacity:
+                return BAD_INDEX, high
+        q = torch.empty(index.shape, dtype=torch.float64, device=self.device)
+        self.update(index, torch.add(priority, eps, out=q).pow_(alpha))
+        return 0, high
 
     def state_dict(self) -> dict:
         """The leaves (and which were written, as ``+inf`` min leaves), without padding.

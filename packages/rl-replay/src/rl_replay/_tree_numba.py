@@ -8,7 +8,7 @@ kernels from :mod:`rl_replay._tree_numba_kernels` that loop over the batch:
 * **sample**: one kernel call descends from the top for every draw and writes the
   drawn leaves and their importance weights;
 * **update**: one kernel call writes the leaves and recomputes their ancestors;
-  :meth:`NumbaPriorityTree.set_priorities` also checks the priorities and indices and
+  ``set_priorities`` (what the sampler calls) also checks the priorities and indices and
   computes ``(p + eps) ** alpha`` in the same call, writing nothing if one is bad.
 
 The torch tree costs about five tensor ops per level (a few microseconds of dispatch
@@ -83,14 +83,8 @@ class NumbaPriorityTree(PriorityTree):
         self, index: torch.Tensor, priority: torch.Tensor, eps: float, alpha: float,
         check_index: bool = True,
     ) -> tuple[int, float]:  # fmt: skip
-        """Check, then set ``leaves[index] = (priority + eps) ** alpha``, in one call.
-
-        Returns:
-            ``(status, largest priority)``: status 0 when written; :data:`BAD_PRIORITY`
-            (a priority is negative, NaN or infinite) or :data:`BAD_INDEX` (an index is
-            outside ``[0, capacity)``, checked when ``check_index``), with nothing
-            written.
-        """
+        """:meth:`PriorityTree.set_priorities` (checks, ``(p + eps) ** alpha``, the
+        write and the ancestors) in one compiled call; same returns."""
         status, high = self._kernels.set_priorities(
             *self._args(), _np(index, np.int64), _np(priority, np.float64),
             float(eps), float(alpha), self.capacity, bool(check_index),
@@ -102,7 +96,7 @@ class NumbaPriorityTree(PriorityTree):
         return self.sample_weighted(u, 0.0)[0]
 
     def sample_weighted(self, u: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """Leaves for draws ``u`` and their weights ``(p_i / p_min) ** -beta`` (float32)."""
+        """:meth:`PriorityTree.sample_weighted` (draws and weights) in one compiled call."""
         u = _np(u, np.float64)
         index = np.empty(u.shape[0], dtype=np.int64)
         weight = np.empty(u.shape[0], dtype=np.float32)
