@@ -119,12 +119,14 @@ class RandomSampler(Sampler):
 
     POOL = 16
     """Batches of ranks drawn by one ``randint``."""
-    _pool: list[torch.Tensor] = []
-    _pool_key: tuple[int, int] | None = None
-    _pool_size = 1
+
+    def __init__(self) -> None:
+        self.empty()
 
     def empty(self) -> None:
-        self._pool, self._pool_key, self._pool_size = [], None, 1
+        self._pool: list[torch.Tensor] = []
+        self._pool_key: tuple[int, int] | None = None
+        self._pool_size = 1
 
     def state_dict(self) -> dict:
         return {"pool": list(self._pool), "pool_key": self._pool_key, "pool_size": self._pool_size}
