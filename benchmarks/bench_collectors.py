@@ -5,6 +5,10 @@
 2. A ``TensorDictModule`` MLP policy (4-64-64-2, greedy action): limit = the plain loop
    calling the same network on the observations (target >= 0.75).
 3. The numpy-vectorised CartPole with 4096 envs and the MLP (target >= 0.7).
+
+   Rows 1-3 are medians over ``ROUNDS`` back-to-back (plain loop, collector) pairs of the
+   per-pair ratio of frames/s by CPU time (as ``bench_envs.py``): one long timing of each
+   swung 0.55-0.87 between runs on this shared machine.
 4. ``MultiSyncCollector`` / ``MultiAsyncCollector`` with 2 workers vs ``Collector`` on an
    env whose step burns ~0.5 ms of CPU (target >= 1.6x on 2 cores).
 5. Uneven envs: 8 single envs whose step sleeps a random 0.1-2 ms (``time.sleep``, so
@@ -21,8 +25,10 @@ from __future__ import annotations
 
 import importlib
 import os
+import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -31,6 +37,8 @@ from tensordict.nn import TensorDictModule
 
 SAME_STEP = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
 SPIN_S = 0.0005
+ROUNDS = 11
+"""Interleaved (plain loop, collector) pairs per single-collector row."""
 
 
 class ActorNet(torch.nn.Module):
@@ -73,54 +81,99 @@ def _rate(frames: int, seconds: float) -> float:
 
 
 def plain_loop(num_envs: int, steps: int, net: torch.nn.Module | None, mode: str = "sync") -> float:
+    """Frames/s of one plain gymnasium loop (wall clock), env built and closed here."""
     kwargs = {"vector_kwargs": SAME_STEP} if mode == "sync" else {}
     env = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode, **kwargs)
-    obs, _ = env.reset(seed=0)
-    start = time.perf_counter()
-    with torch.no_grad():
-        for _ in range(steps):
-            action = env.action_space.sample() if net is None else net(torch.from_numpy(obs)).numpy()
-            obs, *_ = env.step(action)
-    rate = _rate(steps * num_envs, time.perf_counter() - start)
+    env.reset(seed=0)
+    rate = _plain_timed(env, steps, net)()[1]
     env.close()
     return rate
+
+
+def _plain_timed(env: gym.vector.VectorEnv, steps: int, net: torch.nn.Module | None) -> Callable[[], tuple[float, float]]:
+    """``steps`` steps of the plain loop per call: (frames/s by CPU time, by wall time)."""
+
+    def timed() -> tuple[float, float]:
+        obs, _ = env.reset()
+        sample, step = env.action_space.sample, env.step
+        wall, cpu = time.perf_counter(), time.process_time()
+        with torch.no_grad():
+            for _ in range(steps):
+                action = sample() if net is None else net(torch.from_numpy(obs)).numpy()
+                obs, *_ = step(action)
+        frames = steps * env.num_envs
+        return frames / (time.process_time() - cpu), frames / (time.perf_counter() - wall)
+
+    return timed
+
+
+def _collector_timed(collector: Any, batches: int) -> Callable[[], tuple[float, float]]:
+    """``batches`` batches of a running collector per call: (frames/s by CPU, by wall)."""
+    it = iter(collector)
+    next(it)  # warm-up batch
+
+    def timed() -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        frames = sum(next(it).numel() for _ in range(batches))
+        return frames / (time.process_time() - cpu), frames / (time.perf_counter() - wall)
+
+    return timed
+
+
+def _paired_ratio(plain: Callable[[], tuple[float, float]], ours: Callable[[], tuple[float, float]],
+                  rounds: int = ROUNDS) -> tuple[float, float, float]:
+    """Median over ``rounds`` back-to-back (plain, ours) pairs of ours/plain by CPU time,
+    with the medians of both rates: the two sides of a ratio run seconds apart, so the
+    load of a shared machine moves both (the method of ``bench_envs.py``)."""
+    pairs = [(plain(), ours()) for _ in range(rounds)]
+    ratio = statistics.median(o[0] / p[0] for p, o in pairs)
+    return ratio, statistics.median(o[0] for _, o in pairs), statistics.median(p[0] for p, _ in pairs)
 
 
 def collector_rate(env: Any, policy: Any, steps_per_batch: int, batches: int) -> float:
     from rl_collectors import Collector
 
     n = env.batch_size.numel()
-    collector = Collector(env, policy, frames_per_batch=n * steps_per_batch, total_frames=n * steps_per_batch * (batches + 1))
-    it = iter(collector)
-    next(it)  # warm-up batch
-    start = time.perf_counter()
-    frames = sum(batch.numel() for batch in it)
-    rate = _rate(frames, time.perf_counter() - start)
+    collector = Collector(env, policy, frames_per_batch=n * steps_per_batch, total_frames=-1)
+    rate = _collector_timed(collector, batches)()[1]
     collector.shutdown()
     return rate
 
 
-def _row(figure: str, value: float, limit: float, unit: str = "frames/s") -> dict:
-    return {"figure": figure, "value": value, "unit": unit, "limit": limit, "ratio": value / limit}
+def _row(figure: str, value: float, limit: float, unit: str = "frames/s", ratio: float | None = None) -> dict:
+    return {"figure": figure, "value": value, "unit": unit, "limit": limit,
+            "ratio": value / limit if ratio is None else ratio}
 
 
-def bench_single(steps: int = 4000) -> list[dict]:
+def _single_row(figure: str, num_envs: int, steps: int, policy: Any, mode: str = "sync") -> dict:
+    """One Collector-vs-plain-loop row: ``rounds`` interleaved pairs of ``steps`` steps."""
+    from rl_collectors import Collector
     from rl_envs import GymEnv
 
+    kwargs = {"vector_kwargs": SAME_STEP} if mode == "sync" else {}
+    plain = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode, **kwargs)
+    plain.reset(seed=0)
+    env = GymEnv("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
+    steps_per_batch = min(steps, 200)
+    collector = Collector(env, policy, frames_per_batch=num_envs * steps_per_batch, total_frames=-1)
+    try:
+        net = None if policy is None else policy.module
+        ratio, ours, limit = _paired_ratio(_plain_timed(plain, steps, net),
+                                           _collector_timed(collector, steps // steps_per_batch))
+    finally:
+        collector.shutdown()
+        plain.close()
+    return _row(figure, ours, limit, ratio=ratio)
+
+
+def bench_single(steps: int = 1000) -> list[dict]:
     policy = TensorDictModule(ActorNet(), in_keys=["observation"], out_keys=["action"])
-    rows = []
-    limit = plain_loop(8, steps, None)
-    ours = collector_rate(GymEnv("CartPole-v1", num_envs=8), None, 200, steps // 200)
-    rows.append(_row("Collector random policy, CartPole x8: ours/plain loop (target >= 0.8)", ours, limit))
-    limit = plain_loop(8, steps, policy.module)
-    ours = collector_rate(GymEnv("CartPole-v1", num_envs=8), policy, 200, steps // 200)
-    rows.append(_row("Collector MLP policy, CartPole x8: ours/plain loop (target >= 0.75)", ours, limit))
-    big = steps // 20
-    limit = plain_loop(4096, big, policy.module, mode="vector_entry_point")
-    env = GymEnv("CartPole-v1", num_envs=4096, vectorization_mode="vector_entry_point")
-    ours = collector_rate(env, policy, 20, big // 20)
-    rows.append(_row("Collector MLP policy, numpy CartPole x4096: ours/plain loop (target >= 0.7)", ours, limit))
-    return rows
+    return [
+        _single_row("Collector random policy, CartPole x8: ours/plain loop (target >= 0.8)", 8, steps, None),
+        _single_row("Collector MLP policy, CartPole x8: ours/plain loop (target >= 0.75)", 8, steps, policy),
+        _single_row("Collector MLP policy, numpy CartPole x4096: ours/plain loop (target >= 0.7)", 4096, steps // 20,
+                    policy, mode="vector_entry_point"),
+    ]
 
 
 def _multi_rate(cls: Any, make_env: Any, frames_per_batch: int, batches: int) -> float:

@@ -176,3 +176,38 @@ def test_set_seed_reproduces_and_reset_at_each_iter() -> None:
         assert bool((x["observation"] == y["observation"]).all()) and bool((x["action"] == y["action"]).all())
     # every batch starts new trajectories
     assert int(a[1]["collector", "traj_ids"][:, 0].min()) > int(a[0]["collector", "traj_ids"].max())
+
+
+def _cartpole_next(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """CartPole-v1's Euler step (gymnasium's constants) from ``obs`` under ``action``."""
+    x, x_dot, theta, theta_dot = obs.double().unbind(-1)
+    force = torch.where(action == 1, 10.0, -10.0)
+    total_mass, pole_ml, length = 1.1, 0.05, 0.5
+    cos, sin = torch.cos(theta), torch.sin(theta)
+    temp = (force + pole_ml * theta_dot**2 * sin) / total_mass
+    theta_acc = (9.8 * sin - cos * temp) / (length * (4.0 / 3.0 - 0.1 * cos**2 / total_mass))
+    x_acc = temp - pole_ml * theta_acc * cos / total_mass
+    tau = 0.02
+    return torch.stack([x + tau * x_dot, x_dot + tau * x_acc, theta + tau * theta_dot, theta_dot + tau * theta_acc], -1)
+
+
+def test_random_policy_stores_the_actions_it_steps_and_is_reproducible() -> None:
+    """``policy=None`` draws a batch of actions at once (RandomActor): the stored action of
+    every step is the one the env stepped with (CartPole's physics from the stored
+    observation reproduce the stored next observation), and a seeded run repeats."""
+
+    def collect() -> TensorDict:
+        torch.manual_seed(0)
+        env = make_env(3)
+        env.set_seed(0)
+        collector = Collector(env, frames_per_batch=3 * 40, total_frames=3 * 80)
+        batches = [b.clone() for b in collector]
+        collector.shutdown()
+        return torch.cat(batches, -1)
+
+    data = collect()
+    action = data["action"]
+    assert set(action.unique().tolist()) == {0, 1}
+    expected = _cartpole_next(data["observation"], action).float()
+    torch.testing.assert_close(data["next", "observation"], expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(collect(), data)

@@ -21,7 +21,7 @@ from rl_collectors._policy import (
     prepare_policy,
 )
 from rl_collectors._profiling import ProfilingMixin
-from rl_collectors._strategies import DevicePolicyActor, PolicyActor, TrajectoryLimit
+from rl_collectors._strategies import DevicePolicyActor, PolicyActor, RandomActor, TrajectoryLimit
 from rl_collectors._traj import TrajCounter
 from rl_collectors.exceptions import CollectorClosedError
 from rl_collectors.weight_sync import VanillaWeightUpdater, WeightUpdaterBase
@@ -94,7 +94,7 @@ class Collector(ProfilingMixin):
         self.storing_device = torch.device(opts.storing_device) if opts.storing_device is not None else self.env_device
         self._source_policy = policy
         self.policy = prepare_policy(policy, self.env, self.policy_device)
-        self._random_policy = prepare_policy(None, self.env, None)
+        self._random_only = policy is None  # every batch from RandomActor (no RandomPolicy call per step)
         self.weight_updater: WeightUpdaterBase = opts.weight_updater or VanillaWeightUpdater(self.policy, source=policy)
         self._build(shared=False)
         self.frames = 0
@@ -154,7 +154,7 @@ class Collector(ProfilingMixin):
                 self._policy_actor = StreamSyncActor(self._policy_actor, self.policy_device)
         else:
             self._policy_actor = PolicyActor(forward)
-        self._random_actor = PolicyActor(self._random_policy)
+        self._random_actor = RandomActor(self.env.full_action_spec, [nested(k) for k in self.env.action_keys])
         self._after_step: list[Callable[[int], None]] = []
         self._limit = None
         if opts.max_frames_per_traj is not None:
@@ -202,7 +202,9 @@ class Collector(ProfilingMixin):
         if self._closed:
             raise CollectorClosedError("Collector: rollout() after shutdown()")
         new_start = self._start_batch()
-        random = self.frames < self.options.init_random_frames
+        random = self._random_only or self.frames < self.options.init_random_frames
+        if random:
+            self._random_actor.begin(steps, self.pin)
         with self._hook(), self.timing.add_time("rollout"), torch.no_grad(), exploration_context(self.options.interaction):
             self._run(steps, self._random_actor if random else self._policy_actor)
         view = self.buffer[..., :steps] if steps < self.steps else self.buffer
