@@ -9,7 +9,13 @@ defaults (16 envs x 128 steps, 4 minibatches, rewards unscaled) did. The current
 run 2,400-3,150 frames/s here, against 877 for the earlier ones. Tried on one seed each
 (200k-1M frames, not recorded) without a better end: a separate critic LSTM, positions
 scaled up 4-10x, a skip connection of the observation to the heads, no entropy bonus,
-8-10 epochs, lr 3e-4. Still missing: a policy that stays near 500.
+8-10 epochs, lr 3e-4. Tried later on seed 2 (the 114 above), none better: RL Zoo's
+``CartPoleNoVel-v1`` settings (8 envs x 32 steps, one minibatch, 20 epochs, gamma 0.98,
+lambda 0.8, no entropy bonus) with a shared LSTM (174 at 10k frames, then 54-134) and
+with a separate critic LSTM run by the collector too (174 at 10k, 68-78 from 70k); the
+defaults with a separate critic LSTM (~350 at 100k-140k, 175 at 300k; 172 with the rate
+annealed over 300k frames); the defaults with epochs stopped at an approximate KL of
+0.02 (at most 341). Still missing: a policy that stays near 500.
 
 Hiding the cart and pole velocities (observation entries 1 and 3) makes CartPole a
 POMDP: a memoryless policy sees positions only and cannot tell which way the pole moves;
