@@ -15,7 +15,12 @@ lambda 0.8, no entropy bonus) with a shared LSTM (174 at 10k frames, then 54-134
 with a separate critic LSTM run by the collector too (174 at 10k, 68-78 from 70k); the
 defaults with a separate critic LSTM (~350 at 100k-140k, 175 at 300k; 172 with the rate
 annealed over 300k frames); the defaults with epochs stopped at an approximate KL of
-0.02 (at most 341). Still missing: a policy that stays near 500.
+0.02 (at most 341). A default run with TensorBoard scalars (seed 2, 1M frames, final
+113) shows where it stalls: the policy's entropy stays at 0.35-0.45 nats from 100k frames
+to the end (0.69 is uniform over the two actions: the policy never becomes confident, so
+many episodes end early) and the critic's explained variance at 0.0-0.6, with spikes of
+the value loss; the clip fraction reaches 0.2-0.33 in places. Still missing: a critic
+that predicts the return from the positions' history, and a policy that stays near 500.
 
 Hiding the cart and pole velocities (observation entries 1 and 3) makes CartPole a
 POMDP: a memoryless policy sees positions only and cannot tell which way the pole moves;
