@@ -1,6 +1,6 @@
 """PPO on CartPole-v1, top to bottom (CleanRL style).
 
-    uv run examples/ppo_cartpole.py                    # ~200k frames, mean return >= 475
+    uv run examples/ppo_cartpole.py                    # 200k frames, mean return >= 475, < 1 min
     uv run examples/ppo_cartpole.py --profile          # also writes a Chrome trace
     RL_PROFILING=1 uv run examples/ppo_cartpole.py --profile   # ... with our named ranges
 
@@ -38,6 +38,9 @@ class Config:
     Attributes:
         env_id: gymnasium environment id.
         num_envs: sub-envs in the vector env.
+        vectorization_mode: gymnasium's ``"vector_entry_point"`` (CartPole's own
+            numpy-vectorised env: one numpy step for all sub-envs), ``"sync"`` or
+            ``"async"``; the same dynamics either way.
         steps_per_env: rollout length T per batch (frames_per_batch = num_envs * T).
         total_frames: frames to collect in all.
         lr: Adam learning rate, annealed linearly to 0.
@@ -58,8 +61,9 @@ class Config:
     """
 
     env_id: str = "CartPole-v1"
-    num_envs: int = 8
-    steps_per_env: int = 64
+    num_envs: int = 16
+    vectorization_mode: str = "vector_entry_point"
+    steps_per_env: int = 32
     total_frames: int = 200_000
     lr: float = 1e-3
     gamma: float = 0.98
@@ -90,7 +94,7 @@ def parse_args() -> Config:
 
 
 def make_env(cfg: Config) -> TransformedEnv:
-    env = GymEnv(cfg.env_id, num_envs=cfg.num_envs)
+    env = GymEnv(cfg.env_id, num_envs=cfg.num_envs, vectorization_mode=cfg.vectorization_mode)
     env = TransformedEnv(env, StepCounter())
     env.append_transform(InitTracker())
     env.append_transform(RewardSum())
@@ -148,7 +152,8 @@ def main(cfg: Config) -> dict:
     )
     loss_fn = ClipPPOLoss(actor, critic, clip_epsilon=cfg.clip_epsilon, entropy_coef=cfg.entropy_coef,
                           critic_coef=cfg.critic_coef, loss_critic_type="l2")
-    optim = torch.optim.Adam(loss_fn.parameters(), lr=cfg.lr, eps=1e-5)
+    params = list(loss_fn.parameters())
+    optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, fused=True)  # one kernel for all parameters
     num_batches = -(-cfg.total_frames // frames_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
     logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
@@ -177,7 +182,7 @@ def main(cfg: Config) -> dict:
                 with timing.add_time("optimiser"):
                     optim.zero_grad(set_to_none=True)
                     loss.backward()
-                    nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
+                    nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
                     optim.step()
         sched.step()
         collector.update_policy_weights_()
