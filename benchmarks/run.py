@@ -109,11 +109,11 @@ def print_table(rows: list[dict]) -> None:
     cols = ["bench", "figure", "value", "unit", "limit", "ratio"]
     cells = [[_fmt(r.get(c, "")) for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(cols)]
-    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths))
+    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
     print(line)
     print("-" * len(line))
     for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
 
 
 def _merged(rows: list[dict], names: list[str]) -> dict:
