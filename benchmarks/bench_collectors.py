@@ -80,14 +80,14 @@ def _rate(frames: int, seconds: float) -> float:
     return frames / seconds
 
 
-def plain_loop(num_envs: int, steps: int, net: torch.nn.Module | None, mode: str = "sync") -> float:
-    """Frames/s of one plain gymnasium loop (wall clock), env built and closed here."""
-    kwargs = {"vector_kwargs": SAME_STEP} if mode == "sync" else {}
-    env = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode, **kwargs)
-    env.reset(seed=0)
-    rate = _plain_timed(env, steps, net)()[1]
-    env.close()
-    return rate
+def _iter_rate(collector: Any, batches: int, warmup: int = 1) -> float:
+    """Frames/s (wall clock) of ``batches`` batches of ``collector``, after ``warmup`` ones."""
+    it = iter(collector)
+    for _ in range(warmup):
+        next(it)
+    start = time.perf_counter()
+    frames = sum(next(it).numel() for _ in range(batches))
+    return _rate(frames, time.perf_counter() - start)
 
 
 def _plain_timed(env: gym.vector.VectorEnv, steps: int, net: torch.nn.Module | None) -> Callable[[], tuple[float, float]]:
@@ -135,7 +135,7 @@ def collector_rate(env: Any, policy: Any, steps_per_batch: int, batches: int) ->
 
     n = env.batch_size.numel()
     collector = Collector(env, policy, frames_per_batch=n * steps_per_batch, total_frames=-1)
-    rate = _collector_timed(collector, batches)()[1]
+    rate = _iter_rate(collector, batches)
     collector.shutdown()
     return rate
 
@@ -178,11 +178,7 @@ def bench_single(steps: int = 1000) -> list[dict]:
 
 def _multi_rate(cls: Any, make_env: Any, frames_per_batch: int, batches: int) -> float:
     collector = cls([make_env] * 2, frames_per_batch=frames_per_batch, total_frames=-1, start_timeout=600.0)
-    it = iter(collector)
-    next(it)
-    start = time.perf_counter()
-    frames = sum(next(it).numel() for _ in range(batches))
-    rate = _rate(frames, time.perf_counter() - start)
+    rate = _iter_rate(collector, batches)
     collector.shutdown()
     return rate
 
@@ -243,15 +239,6 @@ def make_uneven_serial(n: int) -> Any:
     from rl_envs import SerialEnv
 
     return SerialEnv(n, make_uneven)
-
-
-def _iter_rate(collector: Any, batches: int, warmup: int = 1) -> float:
-    it = iter(collector)
-    for _ in range(warmup):
-        next(it)
-    start = time.perf_counter()
-    frames = sum(next(it).numel() for _ in range(batches))
-    return _rate(frames, time.perf_counter() - start)
 
 
 def _async_rate(module: Any, policy: Any, frames: int, batches: int, **knobs: Any) -> tuple[float, float]:
