@@ -195,3 +195,36 @@ def test_tree_state_round_trip_keeps_written_zeros_for_the_min():
     u = torch.linspace(0, 0.99, 50, dtype=torch.float64)
     assert torch.equal(other.sample(u), tree.sample(u))
     assert set(tree.sample(u).tolist()) == {3, 77}
+
+
+def test_a_restored_sampler_draws_what_the_original_would_have():
+    def make():
+        rb = TensorDictPrioritizedReplayBuffer(
+            alpha=0.6, beta=0.4, storage=LazyTensorStorage(500), batch_size=8,
+            generator=torch.Generator().manual_seed(3),
+        )  # fmt: skip
+        rb.extend(TensorDict({"obs": torch.arange(500.0)}, [500]))
+        rb.update_priority(
+            torch.arange(500), torch.rand(500, generator=torch.Generator().manual_seed(4))
+        )
+        return rb
+
+    rb = make()
+    for _ in range(3):  # part-way through a pool of draws
+        rb.sample()
+    restored = make()
+    restored.sampler.load_state_dict(rb.sampler.state_dict())
+    restored._generator.set_state(rb._generator.get_state())
+    for _ in range(2 * PrioritizedSampler.POOL):  # past the end of the pool, into the next
+        assert torch.equal(restored.sample()["index"], rb.sample()["index"])
+
+
+def test_a_held_sample_is_not_overwritten_by_later_ones():
+    tree = NumbaPriorityTree(1000)
+    tree.update(torch.arange(1000), torch.rand(1000, dtype=torch.float64))
+    index, weight = tree.sample_weighted(torch.rand(64, dtype=torch.float64), 0.5)
+    kept = index.clone(), weight.clone()
+    for _ in range(3 * NumbaPriorityTree.OUTPUT_POOL):
+        tree.sample_weighted(torch.rand(64, dtype=torch.float64), 0.5)
+        tree.sample_weighted(torch.rand(32, dtype=torch.float64), 0.5)  # another size too
+    assert torch.equal(index, kept[0]) and torch.equal(weight, kept[1])

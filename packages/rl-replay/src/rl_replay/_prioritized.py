@@ -80,6 +80,11 @@ class PrioritizedSampler(Sampler):
         self._tree: PriorityTree | None = None
         self._max_priority = 1.0
         self._trusted: tuple[torch.Tensor | None, int] = (None, 0)
+        self._draws: list[torch.Tensor] = []  # uniform draws of the next samples
+
+    POOL = 16
+    """Batches of uniform draws made by one ``torch.rand`` (a call costs microseconds of
+    dispatch whatever its size); the pool is dropped when the batch size changes."""
 
     def _make_compilable(self) -> None:
         self.compilable = True
@@ -152,8 +157,12 @@ class PrioritizedSampler(Sampler):
             return self._sample_traceable(storage, batch_size, generator)
         _require_data(storage)
         tree = self.tree
-        u = torch.rand(batch_size, dtype=torch.float64, generator=generator)
-        index, weight = tree.sample_weighted(u, self.beta)  # weights (q_i / q_min) ** -beta
+        draws = self._draws
+        if not draws or len(draws[-1]) != batch_size:
+            draws = torch.rand((self.POOL, batch_size), dtype=torch.float64, generator=generator)
+            self._draws = draws = list(draws.unbind(0))
+        # weights (q_i / q_min) ** -beta
+        index, weight = tree.sample_weighted(draws.pop(), self.beta)
         self._trusted = (index, index._version)
         return index, {PRIORITY_WEIGHT: weight}
 
@@ -233,6 +242,8 @@ class PrioritizedSampler(Sampler):
         version counter, which any in-place write to it or a view of it increments.
         """
         trusted, version = self._trusted
+        if index is trusted:  # the sample's own tensor (e.g. from ``td["index"]``)
+            return index._version == version
         return (
             trusted is not None
             and index.data_ptr() == trusted.data_ptr()
@@ -265,9 +276,12 @@ class PrioritizedSampler(Sampler):
         return {
             "tree": None if self._tree is None else self._tree.state_dict(),
             "max_priority": float(self._max_priority),
+            "draws": list(self._draws),
         }
 
     def load_state_dict(self, state: dict) -> None:
+        # the draws come from the buffer's generator, whose state is restored with it
+        self._draws = list(state.get("draws", []))
         self._set_max_priority(float(state["max_priority"]))
         if state["tree"] is None:
             self._tree = None

@@ -62,14 +62,19 @@ class NumbaPriorityTree(PriorityTree):
             raise ValueError(f"device: NumbaPriorityTree runs on the CPU, got {device!r}")
         super().__init__(capacity, fanout=fanout, top_size=top_size, device=device)
         self._kernels = kernels()
+        # rows of preallocated outputs, each as (index, weight, their numpy views): a
+        # tensor-numpy conversion costs about a microsecond, so one is made per pool
+        self._outputs: list[tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray]] = []
+        self._last_index: tuple[torch.Tensor | None, np.ndarray | None] = (None, None)
+
+    OUTPUT_POOL = 16
+    """Samples whose outputs are allocated (and viewed from numpy) at once."""
 
     def _rebuild(self, leaves: torch.Tensor, mins: torch.Tensor | None = None) -> None:
         super()._rebuild(leaves, mins)
         self._sum_np, self._min_np = self._sum_buf.numpy(), self._min_buf.numpy()
-        self._offsets_np = np.asarray(self.level_offsets, dtype=np.int64)
-
-    def _args(self) -> tuple:
-        return self._sum_np, self._min_np, self._offsets_np, self.depth, self.fanout
+        offsets = np.asarray(self.level_offsets, dtype=np.int64)
+        self._args = (self._sum_np, self._min_np, offsets, self.depth, self.fanout)
 
     def update(self, index: torch.Tensor, value: torch.Tensor) -> None:
         """Set ``leaves[index] = value`` (float64, >= 0) and refresh the ancestors.
@@ -77,7 +82,7 @@ class NumbaPriorityTree(PriorityTree):
         ``index`` must hold valid leaf indices in ``[0, capacity)``.
         """
         index = _np(index, np.int64)
-        self._kernels.update(*self._args(), index, _np(value, np.float64))
+        self._kernels.update(*self._args, index, _np(value, np.float64))
 
     def set_priorities(
         self, index: torch.Tensor, priority: torch.Tensor, eps: float, alpha: float,
@@ -85,8 +90,10 @@ class NumbaPriorityTree(PriorityTree):
     ) -> tuple[int, float]:  # fmt: skip
         """:meth:`PriorityTree.set_priorities` (checks, ``(p + eps) ** alpha``, the
         write and the ancestors) in one compiled call; same returns."""
+        last, last_np = self._last_index  # the last sample's index: its view is at hand
+        index_np = last_np if index is last else _np(index, np.int64)
         status, high = self._kernels.set_priorities(
-            *self._args(), _np(index, np.int64), _np(priority, np.float64),
+            *self._args, index_np, _np(priority, np.float64),
             float(eps), float(alpha), self.capacity, bool(check_index),
         )  # fmt: skip
         return int(status), float(high)
@@ -98,10 +105,18 @@ class NumbaPriorityTree(PriorityTree):
     def sample_weighted(self, u: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`PriorityTree.sample_weighted` (draws and weights) in one compiled call."""
         u = _np(u, np.float64)
-        index = np.empty(u.shape[0], dtype=np.int64)
-        weight = np.empty(u.shape[0], dtype=np.float32)
-        self._kernels.descend(*self._args(), self._top.numel(), u, float(beta), index, weight)
-        return torch.from_numpy(index), torch.from_numpy(weight)
+        n = u.shape[0]
+        if not self._outputs or len(self._outputs[-1][0]) != n:
+            index = torch.empty((self.OUTPUT_POOL, n), dtype=torch.int64)
+            weight = torch.empty((self.OUTPUT_POOL, n), dtype=torch.float32)
+            rows = zip(
+                index.unbind(0), weight.unbind(0), index.numpy(), weight.numpy(), strict=True
+            )
+            self._outputs = list(rows)
+        index, weight, index_np, weight_np = self._outputs.pop()
+        self._kernels.descend(*self._args, len(self._top), u, float(beta), index_np, weight_np)
+        self._last_index = (index, index_np)
+        return index, weight
 
 
 _KERNEL_DTYPES = {np.int64: (torch.int64, torch.int32), np.float64: (torch.float64, torch.float32)}
@@ -111,8 +126,16 @@ each); any other is converted to the first."""
 
 def _np(t: torch.Tensor, kind: type) -> np.ndarray:
     """``t`` as a 1-d contiguous CPU numpy array the kernels take (no copy when it is one)."""
-    t = t.detach()
     accepted = _KERNEL_DTYPES[kind]
+    if (
+        t.is_cpu
+        and t.dtype in accepted
+        and t.dim() == 1
+        and t.is_contiguous()
+        and not t.requires_grad
+    ):
+        return t.numpy()  # the usual case: a view, without the conversions below
+    t = t.detach()
     if t.dtype not in accepted or t.device.type != "cpu":
         t = t.to("cpu", accepted[0])  # also the dtypes numpy lacks (bfloat16)
     return np.ascontiguousarray(t.numpy().reshape(-1))

@@ -6,6 +6,11 @@ in one float64 array, all minima in another, level 0 first; node ``n`` of level
 or one index at a time: a scalar loop is cheaper than any tensor op once the batch is a
 few hundred rows, because each tensor op costs microseconds of dispatch.
 
+Positions in the arrays are unsigned (``np.uint64``) inside the loops: numba wraps a
+negative signed index around (``a[-1]``), a check on every load that kept the loops from
+being compiled tight; unsigned positions took the update of 256 leaves of a 100k tree
+from 16.7 to 9.0 us, and the descent of 256 draws from 15.1 to 12.6 us.
+
 numba is imported by :func:`kernels` (not at module import: it takes a few hundred
 milliseconds), and the kernels are compiled with ``cache=True``, so only the first
 process on a machine pays the compilation (about a second per kernel).
@@ -29,34 +34,32 @@ BAD_INDEX = 2
 
 # The helpers the kernels call, as jit dispatchers: numba resolves a kernel's globals
 # when it compiles it, so :func:`kernels` binds these before compiling anything.
-_scan_jit: Any = None
+_last_nonzero_jit: Any = None
 _refresh_jit: Any = None
 
 
 @functools.cache
 def kernels() -> SimpleNamespace:
     """The compiled kernels (``numba.njit`` on first call, cached on disk)."""
-    global _scan_jit, _refresh_jit
+    global _last_nonzero_jit, _refresh_jit
     import numba
 
     jit = numba.njit(cache=True, nogil=True, error_model="numpy")
-    _scan_jit, _refresh_jit = jit(_scan), jit(_refresh)
+    _last_nonzero_jit, _refresh_jit = jit(_last_nonzero), jit(_refresh)
     return SimpleNamespace(
         descend=jit(_descend), update=jit(_update), set_priorities=jit(_set_priorities)
     )
 
 
-def _scan(sums: np.ndarray, start: int, count: int, target: float) -> tuple[int, float]:
-    """First child ``j`` of ``sums[start:start + count]`` whose running sum exceeds
-    ``target``, and the mass before it; the last non-zero child if rounding leaves none."""
+def _last_nonzero(sums: np.ndarray, start: np.uint64, count: int) -> tuple[int, float]:
+    """Last child of ``sums[start:start + count]`` with a non-zero sum, and the mass
+    before it: the draw when rounding leaves the target at or past the block's total."""
     acc = 0.0
     last = count - 1
     last_acc = 0.0
-    for j in range(count):
+    for j in range(np.uint64(count)):
         v = sums[start + j]
         if v > 0.0:
-            if acc + v > target:
-                return j, acc
             last, last_acc = j, acc
         acc += v
     return last, last_acc
@@ -66,33 +69,56 @@ def _descend(sums, mins, offsets, depth, fanout, n_top, u, beta, out_index, out_
     """Leaf of each draw ``u[i]`` (leaf ``k`` w.p. ``p_k / sum(p)``) and its weight
     ``(p_k / p_min) ** -beta`` (float32), written into ``out_index`` / ``out_weight``.
 
-    Level by level over the whole batch rather than draw by draw: the draws of one level
-    are independent, so the CPU overlaps their cache misses.
+    Level by level over the whole batch rather than draw by draw. A child is chosen
+    without a data-dependent branch: it is the number of running sums ``<= target``
+    (what ``searchsorted(..., right=True)`` returns; a zero child never ends the count),
+    and the mass before it is the last running sum counted. Draws are random, so a loop
+    that stops at the chosen child mispredicts its exit at every level: on 256 draws of
+    a 100k tree, 35 us against 15 us for the counting loops. The top level's running
+    sums are computed once per call, so a draw there only counts.
     """
-    top = offsets[depth]
+    top = np.uint64(offsets[depth])
+    cum = np.empty(n_top, dtype=np.float64)
     total = 0.0
     low = np.inf
-    for j in range(n_top):
+    for j in range(np.uint64(n_top)):
         total += sums[top + j]
+        cum[j] = total
         low = min(low, mins[top + j])
     n = u.shape[0]
     target = np.empty(n, dtype=np.float64)
     for i in range(n):
-        node, before = _scan_jit(sums, top, n_top, u[i] * total)
-        target[i] = u[i] * total - before
+        x = u[i] * total
+        node = 0
+        for j in range(np.uint64(n_top)):
+            node += cum[j] <= x
+        if node < n_top:
+            before = cum[np.uint64(node - 1)] if node > 0 else 0.0
+        else:  # rounding put x at or past the total
+            node, before = _last_nonzero_jit(sums, top, n_top)
+        target[i] = x - before
         out_index[i] = node
+    f = np.uint64(fanout)
     for level in range(depth - 1, -1, -1):
-        touch = 0.0  # load every chosen block first: independent loads overlap their
-        for i in range(n):  # cache misses, the branchy scan below would serialise them
-            touch += sums[offsets[level] + out_index[i] * fanout]
-        target[0] += touch * 0.0  # keeps the loads (``touch`` is finite)
+        offset = np.uint64(offsets[level])
         for i in range(n):
-            node = out_index[i]
-            child, before = _scan_jit(sums, offsets[level] + node * fanout, fanout, target[i])
-            target[i] -= before
-            out_index[i] = node * fanout + child
+            node = np.uint64(out_index[i])
+            start = offset + node * f
+            x = target[i]
+            acc = 0.0
+            before = 0.0
+            child = 0
+            for j in range(f):
+                acc += sums[start + j]
+                counted = acc <= x
+                child += counted
+                before = acc if counted else before
+            if child >= fanout:  # rounding put x at or past the block's total
+                child, before = _last_nonzero_jit(sums, start, fanout)
+            target[i] = x - before
+            out_index[i] = node * f + np.uint64(child)
     for i in range(n):
-        out_weight[i] = (sums[out_index[i]] / low) ** -beta
+        out_weight[i] = (sums[np.uint64(out_index[i])] / low) ** -beta
 
 
 def _refresh(sums, mins, offsets, depth, fanout, index):  # noqa: ANN001, ANN202
@@ -100,20 +126,31 @@ def _refresh(sums, mins, offsets, depth, fanout, index):  # noqa: ANN001, ANN202
 
     Level by level over the batch (the CPU overlaps the independent cache misses); a
     parent shared by several leaves is recomputed once per leaf, to the same values.
+    A leaf's ancestor at level ``l`` is ``leaf // F**l``: a shift when ``F`` is a power
+    of two (the default 8), as a 64-bit division costs tens of cycles.
     """
-    divisor = 1
+    shift = 0
+    while (1 << shift) < fanout:
+        shift += 1
+    power_of_two = (1 << shift) == fanout
+    f = np.uint64(fanout)
     for level in range(depth):
-        divisor *= fanout
+        offset, up = np.uint64(offsets[level]), np.uint64(offsets[level + 1])
         for i in range(index.shape[0]):
-            node = index[i] // divisor
-            start = offsets[level] + node * fanout
+            node = np.uint64(index[i])  # checked: in [0, capacity)
+            if power_of_two:
+                node >>= np.uint64(shift * (level + 1))
+            else:
+                for _ in range(level + 1):
+                    node //= f
+            start = offset + node * f
             s = 0.0
             m = np.inf
-            for j in range(fanout):
+            for j in range(f):
                 s += sums[start + j]
                 m = min(m, mins[start + j])
-            sums[offsets[level + 1] + node] = s
-            mins[offsets[level + 1] + node] = m
+            sums[up + node] = s
+            mins[up + node] = m
 
 
 def _update(sums, mins, offsets, depth, fanout, index, value):  # noqa: ANN001, ANN202
