@@ -105,15 +105,20 @@ def test_collected_layout_has_mid_batch_dones_and_carried_states(collected) -> N
         assert done[:, :-1].any(dim=1).all(), "every row should hold a mid-batch done"
         assert torch.equal(is_init[:, 1:], done[:, :-1])
         assert bool(is_init[:, 0].all()) == (i == 0)
-        h, next_h = batch["recurrent_state_h"], batch["next", "recurrent_state_h"]
-        assert h.shape == (NUM_ENVS, STEPS, 1, HIDDEN)
-        # the state is zero where a trajectory starts and carried from ("next", h) otherwise
-        assert (h[is_init] == 0).all()
-        assert torch.equal(h[:, 1:][~is_init[:, 1:]], next_h[:, :-1][~is_init[:, 1:]])
-        assert (h[~is_init].abs().sum((-1, -2)) > 0).all()
+        for key in ("recurrent_state_h", "recurrent_state_c"):
+            h, next_h = batch[key], batch["next", key]
+            assert h.shape == (NUM_ENVS, STEPS, 1, HIDDEN)
+            # zero where a trajectory starts and carried from ("next", key) otherwise: the
+            # stored next state is the one the next step starts from (a value bootstrapped
+            # from it sees the state the policy saw), on steps with and without a done
+            assert (h[is_init] == 0).all()
+            assert torch.equal(h[:, 1:][~is_init[:, 1:]], next_h[:, :-1][~is_init[:, 1:]]), key
+            assert (h[~is_init].abs().sum((-1, -2)) > 0).all()
+    assert (~done).all(dim=0).any(), "some step should have no done in any row"
     # the second batch continues the first batch's trajectories (and hidden states)
     first, second = batches
-    assert torch.equal(second["recurrent_state_h"][:, 0], first["next", "recurrent_state_h"][:, -1])
+    for key in ("recurrent_state_h", "recurrent_state_c"):
+        assert torch.equal(second[key][:, 0], first["next", key][:, -1])
     assert torch.equal(second[TRAJ_IDS][:, 0], first[TRAJ_IDS][:, -1])
 
 

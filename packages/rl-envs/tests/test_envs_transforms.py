@@ -136,6 +136,25 @@ def test_primer_resets_on_done():
     assert data["h"][2, :, 0].tolist() == [0, 1, 2, 3]
 
 
+def test_primer_copies_every_key_to_next_on_steps_without_done():
+    # the fast path (what collectors run): each primed key's root value goes to "next",
+    # on every step, and a finished sub-env gets the default back in the root only
+    primer = TensorDictPrimer({"h": Unbounded((4,)), "c": Unbounded((4,))}, default_value=0.0)
+    env = TransformedEnv(CountEnv(limit=2), primer)
+    env._fast_reset()
+    root, nxt = env._buffers()
+    for step, value in enumerate((1.0, 2.0)):
+        root["h"].fill_(value)
+        root["c"].fill_(-value)
+        env._fast_step(torch.ones(3, dtype=torch.int64))
+        assert (nxt["h"] == value).all() and (nxt["c"] == -value).all(), step
+    done = nxt["done"].squeeze(-1)
+    assert done.tolist() == [True, False, False]  # sub-env 0 ends at 2
+    assert (root["h"][done] == 0).all() and (root["c"][done] == 0).all()
+    assert (root["h"][~done] == 2.0).all() and (root["c"][~done] == -2.0).all()
+    env.close()
+
+
 def test_transformed_env_binds_external_buffers():
     env = TransformedEnv(CountEnv(), Compose(StepCounter(2), RewardSum()))
     root, nxt = env.fake_tensordict().exclude("next", "action"), env.fake_tensordict()["next"]

@@ -146,14 +146,12 @@ class TensorDictPrimer(Transform):
             self._fill(r, spec, mask)
 
     def on_step(self) -> None:
-        done = None
-        for r, n, spec in self._pairs:
+        for r, n, _ in self._pairs:  # every primed key, before any reset below
             n.copy_(r)
-            if done is None:
-                done = self._done.reshape(self._done.shape[:-1])
-                if not done.any():
-                    return None
-            self._fill(r, spec, done)
+        done = self._done.reshape(self._done.shape[:-1])
+        if done.any():
+            for r, _, spec in self._pairs:
+                self._fill(r, spec, done)
         return None
 
 
