@@ -2,25 +2,15 @@
 
     uv run examples/ppo_lstm_masked_cartpole.py        # 1M frames; target: mean return >= 400
 
-Status: reaches the target but does not hold it. With these defaults (docs/results.md,
-3 seeds) the mean return crossed 400 at 346k-610k frames on every seed, then fell back to
-114-314 by 1M frames; none fell to a random policy's ~28 as the one run of the earlier
-defaults (16 envs x 128 steps, 4 minibatches, rewards unscaled) did. The current defaults
-run 2,400-3,150 frames/s here, against 877 for the earlier ones. Tried on one seed each
-(200k-1M frames, not recorded) without a better end: a separate critic LSTM, positions
-scaled up 4-10x, a skip connection of the observation to the heads, no entropy bonus,
-8-10 epochs, lr 3e-4. Tried later on seed 2 (the 114 above), none better: RL Zoo's
-``CartPoleNoVel-v1`` settings (8 envs x 32 steps, one minibatch, 20 epochs, gamma 0.98,
-lambda 0.8, no entropy bonus) with a shared LSTM (174 at 10k frames, then 54-134) and
-with a separate critic LSTM run by the collector too (174 at 10k, 68-78 from 70k); the
-defaults with a separate critic LSTM (~350 at 100k-140k, 175 at 300k; 172 with the rate
-annealed over 300k frames); the defaults with epochs stopped at an approximate KL of
-0.02 (at most 341). A default run with TensorBoard scalars (seed 2, 1M frames, final
-113) shows where it stalls: the policy's entropy stays at 0.35-0.45 nats from 100k frames
-to the end (0.69 is uniform over the two actions: the policy never becomes confident, so
-many episodes end early) and the critic's explained variance at 0.0-0.6, with spikes of
-the value loss; the clip fraction reaches 0.2-0.33 in places. Still missing: a critic
-that predicts the return from the positions' history, and a policy that stays near 500.
+Status: reaches the target and holds it. With these defaults (docs/results.md, 3 seeds)
+the mean return crossed 400 at 68k-92k frames and was 500 at 1M frames on every seed,
+at 4,600-5,400 frames/s. Until 2026-11-24 the same code crossed 400 at 346k-610k frames
+and fell back to 114-314 by 1M: ``TensorDictPrimer``'s fast step copied only its first
+key into ``"next"`` on steps where no sub-env finished, so ``("next",
+"recurrent_state_c")`` was stale on most steps and ``add_values`` computed ``V(s_{t+1})``
+from the wrong cell state (the critic's explained variance stayed at 0.0-0.6; the same
+pipeline with the velocities visible peaked at 228 and fell to ~90). The hyper-parameters
+below were tuned while that bug was in place and have not been re-tuned since.
 
 Hiding the cart and pole velocities (observation entries 1 and 3) makes CartPole a
 POMDP: a memoryless policy sees positions only and cannot tell which way the pole moves;
@@ -92,8 +82,8 @@ class Config:
         reward_scale: factor on the rewards seen by the critic and GAE (the reported
             returns stay unscaled). It keeps the value targets of long episodes small
             (<= 10 instead of <= 100 at gamma 0.99): at 1.0 the value loss dominates the
-            trunk the actor shares, and in our runs the critic's output went flat or the
-            policy collapsed.
+            trunk the actor shares (runs with the primer bug above saw the critic's output
+            go flat or the policy collapse; not re-checked since the fix).
         hidden: LSTM hidden size.
         seed: seed of torch and of the envs.
         threads: torch intra-op threads.
