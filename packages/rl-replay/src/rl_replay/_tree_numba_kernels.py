@@ -134,15 +134,14 @@ def _refresh(sums, mins, offsets, depth, fanout, index):  # noqa: ANN001, ANN202
         shift += 1
     power_of_two = (1 << shift) == fanout
     f = np.uint64(fanout)
+    divisor = np.uint64(1)
     for level in range(depth):
         offset, up = np.uint64(offsets[level]), np.uint64(offsets[level + 1])
+        divisor *= f
+        bits = np.uint64(shift * (level + 1))
         for i in range(index.shape[0]):
-            node = np.uint64(index[i])  # checked: in [0, capacity)
-            if power_of_two:
-                node >>= np.uint64(shift * (level + 1))
-            else:
-                for _ in range(level + 1):
-                    node //= f
+            leaf = np.uint64(index[i])  # checked: in [0, capacity)
+            node = leaf >> bits if power_of_two else leaf // divisor
             start = offset + node * f
             s = 0.0
             m = np.inf
