@@ -179,3 +179,15 @@ def test_in_process_mode_runs_the_same_workers() -> None:
     with MultiSyncCollector([partial(GymEnv, "CartPole-v1", num_envs=2)] * 2, frames_per_batch=8, total_frames=24, in_process=True) as c:
         assert [b.batch_size for b in c] == [torch.Size([2, 2, 2])] * 3
         assert c.map_fn("os.getpid", [(), ()]) == [os.getpid()] * 2
+
+
+def test_init_random_frames_counts_the_frames_of_all_workers(helpers) -> None:
+    from rl_envs import GymEnv
+
+    # 2 workers x 2 envs x 4 steps = 16 frames a batch; 32 random frames = 2 random batches
+    # in all (not 2 per worker), then the policy, which always picks action 0
+    with MultiSyncCollector([partial(GymEnv, "CartPole-v1", num_envs=2)] * 2, helpers.greedy_policy(prefer=0),
+                            frames_per_batch=16, total_frames=80, init_random_frames=32, in_process=True) as c:
+        ones = [int((batch["action"] == 1).sum()) for batch in c]
+    assert ones[0] > 0 and ones[1] > 0  # random: both actions (p = 1 - 2^-15 each)
+    assert ones[2:] == [0, 0, 0]

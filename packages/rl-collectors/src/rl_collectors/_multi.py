@@ -61,7 +61,9 @@ class MultiCollector(WorkersProfilingMixin):
             default: optional dependencies warn once per process); ``False`` shows them.
         **options: the :class:`~rl_collectors.CollectorOptions`; ``postproc``,
             ``replay_buffer``, ``post_collect_hook`` and ``split_trajs`` run here, the
-            rest in the workers.
+            rest in the workers. ``init_random_frames`` counts the frames of all workers
+            (each worker collects its share, rounded up): with ``sync``, a batch is
+            random exactly when the frames collected before it are below it.
 
     Raises:
         ValueError: a bad argument (e.g. frames not divisible by workers x sub-envs).
@@ -111,6 +113,8 @@ class MultiCollector(WorkersProfilingMixin):
         self._finalizer = weakref.finalize(self, _close_workers, self._workers)
         self.weight_updater = self._make_updater(policy)
         worker_opts = {k: v for k, v in options.items() if k not in _MAIN_SIDE}
+        if worker_opts.get("init_random_frames"):  # a total, like total_frames: a share each
+            worker_opts["init_random_frames"] = -(-worker_opts["init_random_frames"] // self.num_workers)
         per_worker = frames_per_batch // self.num_workers if self.sync else frames_per_batch
         try:
             self._start(fns, policy, per_worker, worker_opts, in_process, num_threads, start_timeout)
