@@ -127,13 +127,9 @@ def run_one(name: str, seed: int, extra: list[str], timeout: float) -> dict:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
-    except (OSError, StopIteration):
-        model = cpu
-    return f"{model}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    from run import cpu_model  # benchmarks/run.py, this script's sibling
+
+    return f"{cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, Python {platform.python_version()}"
 
 
 def load_records(page: Path) -> list[dict]:

@@ -85,11 +85,31 @@ def _git_commit() -> str | None:
         return None
 
 
+def cpu_model() -> str:
+    """The CPU's model name and generation (``/proc/cpuinfo``): the VM behind a machine
+    name changes between runs, and a figure's absolute value changes with it."""
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return platform.processor() or platform.machine()
+    name = fields.get("model name") or platform.machine()
+    generation = [f"{k} {fields[k]}" for k in ("cpu family", "model") if k in fields]
+    return f"{name} ({', '.join(generation)})" if generation else name
+
+
 def metadata() -> dict:
     """What the docs stamp beside the figures: time, machine, versions, command, commit."""
     return {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "machine": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()},
+        "machine": {
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "cpu": cpu_model(),
+            "cpus": os.cpu_count(),
+        },
         "versions": versions(),
         # the interpreter's own path says little; "python" + the arguments it was given
         "command": shlex.join(["python", *sys.orig_argv[1:]]),

@@ -132,6 +132,8 @@ def test_run_records_versions_command_and_commit():
     assert meta["command"].startswith("python ") and meta["argv"] == sys.orig_argv
     stamp = bench_tables.stamp(json.loads(json.dumps({**meta, "rows": []})))
     assert "not recorded" not in stamp and "rl-replay " in stamp
+    # the CPU's model, not only its architecture: the VM behind the project changes
+    assert meta["machine"]["cpu"] and f"on {meta['machine']['cpu']}, " in stamp
 
 
 def test_mermaid_script_only_on_pages_with_a_diagram():

@@ -71,7 +71,7 @@ def stamp(results: dict, name: str | None = None) -> str:
     where = ", ".join(
         part
         for part in (
-            machine.get("machine"),
+            machine.get("cpu") or machine.get("machine"),
             f"{machine['cpus']} CPUs" if "cpus" in machine else None,
             f"Python {machine['python']}" if "python" in machine else None,
         )
