@@ -158,7 +158,7 @@ class PrioritizedSampler(Sampler):
         _require_data(storage)
         tree = self.tree
         draws = self._draws
-        if not draws or len(draws[-1]) != batch_size:
+        if not draws or draws[-1].shape[0] != batch_size:
             draws = torch.rand((self.POOL, batch_size), dtype=torch.float64, generator=generator)
             self._draws = draws = list(draws.unbind(0))
         # weights (q_i / q_min) ** -beta

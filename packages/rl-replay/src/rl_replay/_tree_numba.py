@@ -106,7 +106,7 @@ class NumbaPriorityTree(PriorityTree):
         """:meth:`PriorityTree.sample_weighted` (draws and weights) in one compiled call."""
         u = _np(u, np.float64)
         n = u.shape[0]
-        if not self._outputs or len(self._outputs[-1][0]) != n:
+        if not self._outputs or self._outputs[-1][2].shape[0] != n:  # (not Tensor.__len__: slow)
             index = torch.empty((self.OUTPUT_POOL, n), dtype=torch.int64)
             weight = torch.empty((self.OUTPUT_POOL, n), dtype=torch.float32)
             rows = zip(
@@ -114,7 +114,7 @@ class NumbaPriorityTree(PriorityTree):
             )
             self._outputs = list(rows)
         index, weight, index_np, weight_np = self._outputs.pop()
-        self._kernels.descend(*self._args, len(self._top), u, float(beta), index_np, weight_np)
+        self._kernels.descend(*self._args, self._top.shape[0], u, float(beta), index_np, weight_np)
         self._last_index = (index, index_np)
         return index, weight
 
