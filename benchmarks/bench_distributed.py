@@ -4,7 +4,8 @@ Same env (``GymEnv("CartPole-v1", num_envs=8)`` per worker), same policy (a 4-64
 MLP, greedy action), same batch (1600 frames = 2 x 8 envs x 100 steps), measured in the
 same run:
 
-1. frames/s of each after one warm-up batch; the figure is RayCollector/MultiSync
+1. frames/s of each after one warm-up batch, over at least 6 batches and 2 s; the
+   figure is RayCollector/MultiSync
    (target >= 0.8: Ray serialises each batch through its object store, the
    multi-process collectors share memory).
 2. start-up (constructor to first batch ready to ask for) of each; RayCollector's
@@ -31,6 +32,9 @@ from tensordict.nn import TensorDictModule, TensorDictSequential
 
 FRAMES_PER_BATCH = 1600
 BATCHES = 6
+MIN_SECONDS = 2.0
+"""Each throughput figure is timed over at least ``BATCHES`` batches and this long (on a
+fast machine six batches are under 0.1 s, where one scheduling hiccup moves the ratio)."""
 
 
 def make_policy() -> TensorDictSequential:
@@ -54,7 +58,10 @@ def _measure(collector: Any) -> float:
     it = iter(collector)
     next(it)  # warm-up batch
     start = time.perf_counter()
-    frames = sum(next(it).numel() for _ in range(BATCHES))
+    frames = batches = 0
+    while batches < BATCHES or time.perf_counter() - start < MIN_SECONDS:
+        frames += next(it).numel()
+        batches += 1
     return frames / (time.perf_counter() - start)
 
 
