@@ -2,11 +2,13 @@
 
     uv run examples/dqn_prioritized.py                 # 300k frames; target: mean return >= 400
 
-Status: every seed reaches the target, one does not hold it. With these defaults
-(docs/results.md, 3 seeds, 2026-11-24) the mean return crossed 400 at 91k-193k frames on
-every seed and was 193, 500 and 500 at 300k frames (seed 0 fell back at the end). The
-recording of 2026-11-22 gave 162k-195k frames and 500, 500 and 123 (seed 2 fell back):
-which seed falls back changes from run to run. That recording was made while the
+Status: every seed reaches the target; most runs hold it. With these defaults
+(docs/results.md, 3 seeds, 2026-11-24 08:26-08:28) the mean return crossed 400 at
+147k-220k frames on every seed and was 500, 500 and 412 at 300k frames. An earlier
+recording the same day (same code) crossed 400 at 91k-193k frames and ended at 193, 500
+and 500 (seed 0 fell back at the end); the recording of 2026-11-22 gave 162k-195k frames
+and 500, 500 and 123 (seed 2 fell back): which seed falls back, if one does, changes
+from run to run. The recording of 2026-11-22 was made while the
 collector gave each of its two workers the whole ``init_random_frames`` (20k random
 frames for ``learning_starts`` 10k, fixed since). The defaults follow CleanRL's
 ``dqn.py`` (lr 2.5e-4, a gradient step per ~10 frames, a hard target update every 50
