@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from rl_recurrent._cells import pre_gradients
+from rl_recurrent._matmul import addlinear, linear
 
 __all__ = ["CHUNK", "TorchImpl", "run_layer"]
 
@@ -88,8 +89,7 @@ class _Layer(torch.autograd.Function):
 
 
 def _project(x: Tensor, w_ih: Tensor, b_x: Tensor | None) -> Tensor:
-    flat = x.reshape(-1, x.shape[-1])
-    out = torch.mm(flat, w_ih.t()) if b_x is None else torch.addmm(b_x, flat, w_ih.t())
+    out = linear(x.reshape(-1, x.shape[-1]), w_ih, b_x)
     return out.view(x.shape[0], x.shape[1], -1)
 
 
@@ -97,7 +97,7 @@ class _Grads:
     """Accumulates the input and weight gradients, one matmul per chunk."""
 
     def __init__(self, x: Tensor, w_ih: Tensor, w_hh: Tensor, has_b: tuple[bool, bool]):
-        self.w_ih = w_ih
+        self.w_ih_t = w_ih.t().contiguous()  # d @ W_ih = linear(d, W_ih^T)
         self.dx = torch.empty_like(x)
         self.dw_ih = torch.zeros_like(w_ih)
         self.dw_hh = torch.zeros_like(w_hh)
@@ -108,9 +108,10 @@ class _Grads:
         d_x, d_h = pre_gradients(cell, d_pre)
         d_x = d_x.reshape(-1, d_x.shape[-1])
         d_h = d_h.reshape(-1, d_h.shape[-1])
-        self.dx[t0:t1] = torch.mm(d_x, self.w_ih).view(t1 - t0, x.shape[1], -1)
-        self.dw_ih.addmm_(d_x.t(), x[t0:t1].reshape(-1, x.shape[-1]))
-        self.dw_hh.addmm_(d_h.t(), h_prev.reshape(-1, h_prev.shape[-1]))
+        self.dx[t0:t1] = linear(d_x, self.w_ih_t).view(t1 - t0, x.shape[1], -1)
+        x_t = x[t0:t1].reshape(-1, x.shape[-1]).t()
+        addlinear(self.dw_ih, d_x.t(), x_t, out=self.dw_ih)  # += d_x^T x
+        addlinear(self.dw_hh, d_h.t(), h_prev.reshape(-1, h_prev.shape[-1]).t(), out=self.dw_hh)
         if self.db_x is not None:
             self.db_x += d_x.sum(0)
         if self.db_hh is not None:
