@@ -2,9 +2,12 @@
 
     uv run examples/ppo_lstm_masked_cartpole.py        # 1M frames; target: mean return >= 400
 
-Status: reaches the target and holds it. With these defaults (docs/results.md, 3 seeds)
-the mean return crossed 400 at 68k-92k frames and was 500 at 1M frames on every seed,
-at 9,700-9,800 frames/s (4,600-5,400 on the slower VM of earlier that day). Until 2026-11-24 the same code crossed 400 at 346k-610k frames
+Status: reaches the target and holds it. With these defaults (docs/results.md, 3 seeds,
+2026-11-24 08:49-08:55, after the scan backend's products moved to oneDNN) the mean
+return crossed 400 at 63k-109k frames and was 500, 500 and 495 at 1M frames, at
+9,500-9,700 frames/s; before that change, the same day, 68k-92k frames and 500 on every
+seed (4,600-5,400 frames/s on the slower VM of 03:00, 9,700-9,800 on this one). Until
+2026-11-24 the same code crossed 400 at 346k-610k frames
 and fell back to 114-314 by 1M: ``TensorDictPrimer``'s fast step copied only its first
 key into ``"next"`` on steps where no sub-env finished, so ``("next",
 "recurrent_state_c")`` was stale on most steps and ``add_values`` computed ``V(s_{t+1})``
