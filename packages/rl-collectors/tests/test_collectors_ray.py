@@ -120,6 +120,21 @@ def assert_no_ray_processes(timeout: float = 30.0) -> None:
     assert ray_children() == []
 
 
+def kill_and_wait(ray, actor, timeout: float = 60.0) -> None:
+    """``ray.kill``, then wait until a call on the actor fails: the kill is asynchronous,
+    and a request that reaches the actor before it lands is still served (seen once in a
+    CI run on a fast 2-core VM, where the test's next batch then came back whole)."""
+    ray.kill(actor, no_restart=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.ready.remote(), timeout=timeout)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the actor still answers {timeout} s after ray.kill")
+
+
 def assert_pids_gone(pids: list[int], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
@@ -278,13 +293,27 @@ class TestTwoNodeCluster:
         placement = [{"num_cpus": 1, "resources": {"node_a": 1}}, {"num_cpus": 1, "resources": {"node_b": 1}}]
         collector = RayCollector(partial(cartpole, 2), greedy_policy(1), frames_per_batch=20, total_frames=-1,
                                  num_collectors=2, remote_config=placement)
-        nodes = [info["node_id"] for info in collector.actor_info]
-        assert len(set(nodes)) == 2 and set(nodes) == {n["NodeID"] for n in ray.nodes() if n["Alive"]}
-        it = iter(collector)
-        batch = next(it)
-        assert batch.batch_size == torch.Size([4, 5]) and (batch["action"] == 1).all()
-        ray.kill(collector.actors[1])
-        with pytest.raises(WorkerError, match=r"Ray actor 1 \(pid \d+ on node .*\) died") as err:
-            next(it)
-        assert err.value.worker_idx == 1
-        assert collector.actors == []
+        try:  # a failure here must not leave live actors to the tests after this one
+            nodes = [info["node_id"] for info in collector.actor_info]
+            assert len(set(nodes)) == 2 and set(nodes) == {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+            it = iter(collector)
+            batch = next(it)
+            assert batch.batch_size == torch.Size([4, 5]) and (batch["action"] == 1).all()
+            kill_and_wait(ray, collector.actors[1])
+            with pytest.raises(WorkerError, match=r"Ray actor 1 \(pid \d+ on node .*\) died") as err:
+                next(it)
+            assert err.value.worker_idx == 1
+            assert collector.actors == []
+        finally:
+            collector.shutdown()
+
+    @pytest.mark.timeout(300)
+    def test_a_collector_shut_down_after_ray_does_not_start_ray_again(self, cluster) -> None:
+        # last in its class: it stops Ray, which the fixture's teardown then finds down
+        ray = cluster
+        collector = RayCollector(partial(cartpole, 2), greedy_policy(1), frames_per_batch=20,
+                                 total_frames=-1, num_collectors=2)
+        next(iter(collector))
+        ray.shutdown()
+        collector.shutdown()  # ray.kill on its actors would start a new local Ray
+        assert not ray.is_initialized()

@@ -52,7 +52,14 @@ _ACTOR_COMMANDS = ("enable_profile", "disable_profile", "timing")  # CollectorAc
 
 
 def _release(ray: Any, actors: list[Any], started_ray: list[bool]) -> None:
-    """Finalizer: kill our actors, then stop Ray if we started it; safe to call twice."""
+    """Finalizer: kill our actors, then stop Ray if we started it; safe to call twice.
+
+    Once Ray is down (``ray.shutdown()`` before the collector's), nothing is called on
+    it: ``ray.kill`` would start a new local instance (Ray initialises itself on use),
+    and the actors ended with the driver's session anyway.
+    """
+    if not ray.is_initialized():
+        actors.clear()
     while actors:
         with contextlib.suppress(Exception):  # Ray already down, or the actor already dead
             ray.kill(actors.pop(), no_restart=True)
