@@ -43,7 +43,9 @@ def test_transposed_operands_and_accumulation_into_the_base():
     torch.testing.assert_close(acc.double(), expected, rtol=1e-5, atol=1e-4)
 
 
-def test_onednn_is_used_for_cpu_float32_only_outside_compile(monkeypatch):
+# torch.backends.mkldnn.flags() warns about TF32 on Intel GPUs whatever it is given
+@pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN:UserWarning")
+def test_onednn_is_used_for_cpu_float32_only_when_mkldnn_is_enabled(monkeypatch):
     if not _matmul.ONEDNN:
         pytest.skip("this torch build has no oneDNN linear")
     calls = []
@@ -57,6 +59,8 @@ def test_onednn_is_used_for_cpu_float32_only_outside_compile(monkeypatch):
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", Spy())
     linear(torch.randn(4, 8), torch.randn(3, 8))
     linear(torch.randn(4, 8, dtype=torch.float64), torch.randn(3, 8, dtype=torch.float64))
+    with torch.backends.mkldnn.flags(enabled=False):
+        linear(torch.randn(4, 8), torch.randn(3, 8))
     assert calls == [torch.float32]
 
 

@@ -11,7 +11,9 @@ runs AVX-512 ones there. Measured on an AMD EPYC (CPU family 26), one thread:
 So float32 CPU products go through ``torch.ops.mkldnn._linear_pointwise`` (the op
 torch.compile's inductor emits for linear layers on the CPU) when this build of torch has
 it, outside ``torch.compile`` (a traced graph keeps ``mm``, which inductor lowers
-itself). ``RL_RECURRENT_ONEDNN=0``, read at import, keeps ``mm`` everywhere. The results
+itself) and while ``torch.backends.mkldnn.enabled`` holds (``torch.backends.mkldnn.flags
+(enabled=False)`` turns it off for a block). ``RL_RECURRENT_ONEDNN=0``, read at import,
+keeps ``mm`` everywhere. The results
 differ from ``mm``'s in the last bits (another summation order), as two BLAS libraries'
 do.
 """
@@ -39,7 +41,13 @@ ONEDNN: bool = _onednn_available()
 
 
 def _use_onednn(x: Tensor) -> bool:
-    return ONEDNN and x.dtype == torch.float32 and x.is_cpu and not torch.compiler.is_compiling()
+    return (
+        ONEDNN
+        and x.dtype == torch.float32
+        and x.is_cpu
+        and torch.backends.mkldnn.enabled
+        and not torch.compiler.is_compiling()
+    )
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
