@@ -13,9 +13,8 @@ torch.compile's inductor emits for linear layers on the CPU) when this build of 
 it, outside ``torch.compile`` (a traced graph keeps ``mm``, which inductor lowers
 itself) and while ``torch.backends.mkldnn.enabled`` holds (``torch.backends.mkldnn.flags
 (enabled=False)`` turns it off for a block). ``RL_RECURRENT_ONEDNN=0``, read at import,
-keeps ``mm`` everywhere. The results
-differ from ``mm``'s in the last bits (another summation order), as two BLAS libraries'
-do.
+keeps ``mm`` everywhere. The results differ from ``mm``'s in the last bits (another
+summation order), as two BLAS libraries' do.
 """
 
 from __future__ import annotations

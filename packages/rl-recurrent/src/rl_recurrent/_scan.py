@@ -109,9 +109,10 @@ class _Grads:
         d_x = d_x.reshape(-1, d_x.shape[-1])
         d_h = d_h.reshape(-1, d_h.shape[-1])
         self.dx[t0:t1] = linear(d_x, self.w_ih_t).view(t1 - t0, x.shape[1], -1)
-        x_t = x[t0:t1].reshape(-1, x.shape[-1]).t()
-        addlinear(self.dw_ih, d_x.t(), x_t, out=self.dw_ih)  # += d_x^T x
-        addlinear(self.dw_hh, d_h.t(), h_prev.reshape(-1, h_prev.shape[-1]).t(), out=self.dw_hh)
+        x_rows = x[t0:t1].reshape(-1, x.shape[-1])
+        h_rows = h_prev.reshape(-1, h_prev.shape[-1])
+        addlinear(self.dw_ih, d_x.t(), x_rows.t(), out=self.dw_ih)  # dW_ih += d_x^T x
+        addlinear(self.dw_hh, d_h.t(), h_rows.t(), out=self.dw_hh)  # dW_hh += d_h^T h_prev
         if self.db_x is not None:
             self.db_x += d_x.sum(0)
         if self.db_hh is not None:
