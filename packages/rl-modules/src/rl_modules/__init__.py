@@ -1,0 +1,62 @@
+"""Policy and value building blocks (TorchRL names and meaning) on ``tensordict.nn``:
+distributions, actors and critics, models and exploration modules.
+
+``Delta``, ``OneHotCategorical`` and ``NormalParamExtractor`` are ``tensordict.nn``'s own,
+re-exported so that one import serves a TorchRL user's first ten lines.
+"""
+
+from __future__ import annotations
+
+from tensordict.nn import NormalParamExtractor
+from tensordict.nn.distributions import Delta, OneHotCategorical
+
+from rl_modules._actor_value import ActorCriticWrapper, ActorValueOperator
+from rl_modules._actors import Actor, ProbabilisticActor, SafeModule, ValueOperator
+from rl_modules._distributions_continuous import IndependentNormal, TanhNormal, TruncatedNormal
+from rl_modules._distributions_discrete import MaskedCategorical
+from rl_modules._exploration import (
+    AdditiveGaussianModule,
+    EGreedyModule,
+    ExplorationType,
+    OrnsteinUhlenbeckProcessModule,
+    exploration_type,
+    set_exploration_type,
+)
+from rl_modules._models import MLP, ConvNet, DuelingCnnDQNet, NatureCNN, SquashDims
+from rl_modules._qvalue import QValueActor, QValueModule
+from rl_modules._spec_guard import event_spec
+from rl_modules.exceptions import ActionSpecError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MLP",
+    "ActionSpecError",
+    "Actor",
+    "ActorCriticWrapper",
+    "ActorValueOperator",
+    "AdditiveGaussianModule",
+    "ConvNet",
+    "Delta",
+    "DuelingCnnDQNet",
+    "EGreedyModule",
+    "ExplorationType",
+    "IndependentNormal",
+    "MaskedCategorical",
+    "NatureCNN",
+    "NormalParamExtractor",
+    "OneHotCategorical",
+    "OrnsteinUhlenbeckProcessModule",
+    "ProbabilisticActor",
+    "QValueActor",
+    "QValueModule",
+    "SafeModule",
+    "SquashDims",
+    "TanhNormal",
+    "TruncatedNormal",
+    "ValueOperator",
+    "__version__",
+    "event_spec",
+    "exploration_type",
+    "set_exploration_type",
+]

@@ -1,0 +1,238 @@
+"""Actors and critics as ``tensordict.nn`` modules (TorchRL names and meaning):
+``SafeModule``, ``Actor``, ``ProbabilisticActor`` and ``ValueOperator``.
+
+Each is a ``TensorDictModule`` / ``ProbabilisticTensorDictSequential`` with a
+``SpecGuard`` on its output: given the env's spec, the first outputs are checked against it
+(``safe=False``) or every output is projected into it (``safe=True``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rl_envs import Bounded, Composite
+from rl_profiling import profiled
+from tensordict import TensorDictBase
+from tensordict.nn import (
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
+    TensorDictModuleBase,
+)
+from torch import nn
+
+from rl_modules._distributions_continuous import TanhNormal, TruncatedNormal
+from rl_modules._spec_guard import SpecGuard, event_spec
+
+__all__ = ["Actor", "ProbabilisticActor", "SafeModule", "ValueOperator"]
+
+ACTION = "action"
+SAMPLE_LOG_PROB = "sample_log_prob"  # the key rl-objectives' losses read
+
+
+class SafeModule(TensorDictModule):
+    """A ``TensorDictModule`` that knows the spec of what it writes.
+
+    Args:
+        module: the callable (usually an ``nn.Module``) mapping the in-key tensors to the
+            out-key tensors.
+        in_keys: keys read.
+        out_keys: keys written.
+        spec: a leaf spec of the first out key, or a ``Composite`` keyed by out keys (an
+            env's batched spec is fine: the batch dims are dropped).
+        safe: project every output into the spec; otherwise only the first outputs are
+            checked (``ActionSpecError`` names the key, expected and received value).
+        **kwargs: passed to ``TensorDictModule``.
+
+    Examples:
+        >>> import torch
+        >>> from rl_envs import Bounded
+        >>> from tensordict import TensorDict
+        >>> m = SafeModule(torch.nn.Linear(3, 2), ["observation"], ["action"],
+        ...                spec=Bounded(-1.0, 1.0, shape=(2,)), safe=True)
+        >>> out = m(TensorDict(observation=100 * torch.ones(4, 3), batch_size=[4]))
+        >>> bool((out["action"].abs() <= 1).all())
+        True
+    """
+
+    def __init__(
+        self,
+        module: Any,
+        in_keys: Any,
+        out_keys: Any,
+        *,
+        spec: Any = None,
+        safe: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(module, in_keys, out_keys, **kwargs)
+        self._guard = SpecGuard(spec, self.out_keys, safe)
+
+    @property
+    def spec(self) -> dict[Any, Any]:
+        """``{out_key: spec of one value}``."""
+        return self._guard.specs
+
+    def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+        out = super().forward(tensordict, *args, **kwargs)
+        return self._guard(out) if self._guard.active else out
+
+
+class Actor(SafeModule):
+    """A deterministic policy: ``module(observation) -> action``.
+
+    Args:
+        module: the network.
+        in_keys: keys read (default ``["observation"]``).
+        out_keys: keys written (default ``["action"]``).
+        spec: the action spec (see ``SafeModule``).
+        safe: project every action into the spec.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> actor = Actor(torch.nn.Linear(3, 2))
+        >>> actor(TensorDict(observation=torch.randn(5, 3), batch_size=[5]))["action"].shape
+        torch.Size([5, 2])
+    """
+
+    def __init__(
+        self,
+        module: Any,
+        in_keys: Sequence[Any] | None = None,
+        out_keys: Sequence[Any] | None = None,
+        *,
+        spec: Any = None,
+        safe: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        in_keys = ["observation"] if in_keys is None else in_keys
+        out_keys = [ACTION] if out_keys is None else out_keys
+        super().__init__(module, in_keys, out_keys, spec=spec, safe=safe, **kwargs)
+
+
+class ValueOperator(TensorDictModule):
+    """A critic: ``module(observation[, action]) -> state_value`` (or ``state_action_value``
+    when ``action`` is among the in keys), as TorchRL's.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> v = ValueOperator(torch.nn.Linear(3, 1))
+        >>> v(TensorDict(observation=torch.randn(5, 3), batch_size=[5]))["state_value"].shape
+        torch.Size([5, 1])
+        >>> ValueOperator(torch.nn.Linear(4, 1), in_keys=["observation", "action"]).out_keys
+        ['state_action_value']
+    """
+
+    def __init__(
+        self, module: Any, in_keys: Sequence[Any] | None = None, out_keys: Sequence[Any] | None = None
+    ) -> None:
+        in_keys = ["observation"] if in_keys is None else list(in_keys)
+        if out_keys is None:
+            out_keys = ["state_action_value"] if ACTION in in_keys else ["state_value"]
+        super().__init__(module, in_keys, out_keys)
+
+
+def _resolve_dist_kwargs(dist_class: Any, kwargs: dict, spec: Any) -> dict:
+    """``low``/``high`` of a bounded distribution taken from a ``Bounded`` action spec
+    when the user gave neither."""
+    if dist_class not in (TanhNormal, TruncatedNormal) or spec is None:
+        return kwargs
+    leaf = spec[ACTION] if isinstance(spec, Composite) and ACTION in spec else spec
+    if not isinstance(leaf, Bounded) or "low" in kwargs or "high" in kwargs:
+        return kwargs
+    one = event_spec(leaf)
+    return {**kwargs, "low": one.low, "high": one.high}
+
+
+class ProbabilisticActor(ProbabilisticTensorDictSequential):
+    """A stochastic policy: a network writes a distribution's parameters, the distribution
+    writes the action (and its log-prob).
+
+    ``module`` writes ``in_keys`` (e.g. ``["loc", "scale"]``); a
+    ``ProbabilisticTensorDictModule`` builds ``distribution_class`` from them and writes
+    ``out_keys`` by the current exploration type (``RANDOM``: a sample;
+    ``DETERMINISTIC``: the distribution's ``deterministic_sample``). The losses of
+    rl-objectives call its ``get_dist``.
+
+    Spec-aware: with ``spec`` (the env's action spec, batched or not), a ``TanhNormal`` or
+    ``TruncatedNormal`` takes its ``low``/``high`` from a ``Bounded`` spec unless given;
+    the first actions are checked against the spec (``safe=False``: a wrong distribution or
+    wrong bounds raise ``ActionSpecError`` at once), or every action is projected into it
+    (``safe=True``; the log-prob stays that of the unprojected sample, as in TorchRL).
+
+    Args:
+        module: a ``TensorDictModuleBase`` writing the distribution's parameters.
+        in_keys: the distribution's parameter keys (list, or a dict
+            ``{kwarg: key}``, e.g. ``{"logits": "logits", "mask": "action_mask"}``).
+        out_keys: keys of the sample (default ``["action"]``).
+        spec: the action spec (leaf or ``Composite``).
+        safe: project every action into ``spec``.
+        **kwargs: passed to ``ProbabilisticTensorDictModule`` (``distribution_class``,
+            ``distribution_kwargs``, ``return_log_prob``, ``default_interaction_type``,
+            ...). ``log_prob_key`` defaults to ``"sample_log_prob"``, the key the losses
+            read.
+
+    Raises:
+        TypeError: ``module`` is not a tensordict module.
+
+    Examples:
+        >>> import torch
+        >>> from rl_envs import Bounded
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import NormalParamExtractor, TensorDictModule
+        >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), NormalParamExtractor())
+        >>> actor = ProbabilisticActor(
+        ...     TensorDictModule(net, ["observation"], ["loc", "scale"]), ["loc", "scale"],
+        ...     spec=Bounded(-2.0, 2.0, shape=(8, 2)), distribution_class=TanhNormal,
+        ...     return_log_prob=True)
+        >>> td = actor(TensorDict(observation=torch.randn(8, 3), batch_size=[8]))
+        >>> td["action"].shape, td["sample_log_prob"].shape
+        (torch.Size([8, 2]), torch.Size([8]))
+    """
+
+    def __init__(
+        self,
+        module: TensorDictModuleBase,
+        in_keys: Any,
+        out_keys: Sequence[Any] | None = None,
+        *,
+        spec: Any = None,
+        safe: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(module, TensorDictModuleBase):
+            raise TypeError(
+                f"module: expected a tensordict.nn module writing {in_keys}, received "
+                f"{type(module).__name__} (wrap it: TensorDictModule(net, in_keys, out_keys))"
+            )
+        out_keys = [ACTION] if out_keys is None else list(out_keys)
+        if kwargs.get("return_log_prob") and "log_prob_keys" not in kwargs:
+            kwargs.setdefault("log_prob_key", SAMPLE_LOG_PROB)
+        dist_kwargs = kwargs.get("distribution_kwargs") or {}
+        kwargs["distribution_kwargs"] = _resolve_dist_kwargs(
+            kwargs.get("distribution_class"), dict(dist_kwargs), spec
+        )
+        super().__init__(module, ProbabilisticTensorDictModule(in_keys, out_keys, **kwargs))
+        self._guard = SpecGuard(spec, out_keys, safe)
+
+    @property
+    def spec(self) -> dict[Any, Any]:
+        """``{out_key: spec of one value}``."""
+        return self._guard.specs
+
+    @profiled("ProbabilisticActor.forward")
+    def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+        out = super().forward(tensordict, *args, **kwargs)
+        return self._guard(out) if self._guard.active else out
+
+
+def as_module(module: Any, in_keys: Sequence[Any], out_keys: Sequence[Any]) -> TensorDictModuleBase:
+    """``module`` itself if it is a tensordict module, else wrapped in one."""
+    if isinstance(module, TensorDictModuleBase):
+        return module
+    if isinstance(module, nn.Module) or callable(module):
+        return TensorDictModule(module, list(in_keys), list(out_keys))
+    raise TypeError(f"module: expected an nn.Module or a tensordict module, received {type(module).__name__}")

@@ -1,0 +1,256 @@
+"""Continuous action distributions (TorchRL names and meaning): ``TanhNormal``,
+``IndependentNormal`` and ``TruncatedNormal``.
+
+All three treat the last dim of ``loc`` as the action's event dim: ``log_prob`` returns one
+value per batch element, summed over the action's components, which is what the losses
+of rl-objectives expect.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from tensordict.nn.distributions import TruncatedNormal as _TDTruncatedNormal
+from torch import distributions as D
+
+__all__ = ["IndependentNormal", "TanhNormal", "TruncatedNormal"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+_LOG_2 = math.log(2.0)
+
+
+def _squash_loc(loc: torch.Tensor, upscale: float, tanh_loc: bool) -> torch.Tensor:
+    """``upscale * tanh(loc / upscale)`` when ``tanh_loc`` (keeps the mean in a bounded range)."""
+    return upscale * torch.tanh(loc / upscale) if tanh_loc else loc
+
+
+def _bound(value: Any, like: torch.Tensor) -> float | torch.Tensor:
+    """A Python float stays one (cheapest arithmetic); a tensor moves to ``like``'s device."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() == 1:
+            return float(value)
+        return value.to(device=like.device, dtype=like.dtype)
+    return float(value)
+
+
+class TanhNormal(D.Distribution):
+    """``low + (high - low) * (tanh(u) + 1) / 2`` with ``u ~ Normal(loc, scale)``.
+
+    The squashed Gaussian of SAC (Haarnoja et al., 2018, appendix C), scaled to a
+    ``Bounded`` action spec's ``[low, high]``. With ``y = tanh(u)`` and ``a = m + h y``
+    (``m = (high + low) / 2``, ``h = (high - low) / 2``)::
+
+        log p(a) = log N(u; loc, scale) - log(1 - tanh(u)^2) - log h
+
+    summed over the event dims, with ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``
+    (exact, finite for any ``u``). ``log_prob`` of the sample just drawn reuses its ``u``;
+    for any other value ``u = atanh(y)`` with ``y`` clamped one float step inside
+    ``(-1, 1)``, so actions on or within ``1e-6`` of the bounds have a finite log-prob.
+
+    Args:
+        loc: mean of the Gaussian before squashing, ``[*batch, *event]``.
+        scale: its standard deviation (positive), same shape.
+        upscale: the bound of ``loc`` when ``tanh_loc``.
+        low: lower bound of the action (a float or a tensor broadcastable to ``loc``).
+        high: upper bound of the action.
+        event_dims: trailing dims that form one action (default: 1, or 0 for a scalar
+            ``loc``).
+        tanh_loc: map ``loc`` to ``upscale * tanh(loc / upscale)`` first.
+        safe_tanh: clamp ``tanh(u)`` one float step inside ``(-1, 1)``, so that a sample
+            never sits exactly on a bound.
+
+    Attributes:
+        deterministic_sample: ``m + h tanh(loc)``, the action of a deterministic policy
+            (``ExplorationType.DETERMINISTIC``); also returned by ``mode`` (it is the squash
+            of the Gaussian's mode, not the exact mode of the squashed density).
+
+    Examples:
+        >>> import torch
+        >>> d = TanhNormal(torch.zeros(4, 2), torch.ones(4, 2), low=-2.0, high=2.0)
+        >>> a = d.rsample()
+        >>> a.shape, d.log_prob(a).shape
+        (torch.Size([4, 2]), torch.Size([4]))
+        >>> bool((a.abs() < 2).all())
+        True
+        >>> d.deterministic_sample
+        tensor([[0., 0.],
+                [0., 0.],
+                [0., 0.],
+                [0., 0.]])
+    """
+
+    arg_constraints: dict = {}
+    has_rsample = True
+
+    def __init__(
+        self,
+        loc: torch.Tensor,
+        scale: torch.Tensor,
+        upscale: float = 5.0,
+        low: float | torch.Tensor = -1.0,
+        high: float | torch.Tensor = 1.0,
+        event_dims: int | None = None,
+        tanh_loc: bool = False,
+        safe_tanh: bool = True,
+    ) -> None:
+        self.loc = _squash_loc(loc, upscale, tanh_loc)
+        self.scale = scale
+        low, high = _bound(low, loc), _bound(high, loc)
+        self._half = (high - low) / 2
+        self._mid = (high + low) / 2
+        self.low, self.high = low, high
+        self._safe = safe_tanh
+        self._last: tuple[torch.Tensor, torch.Tensor] | None = None
+        nd = (1 if loc.ndim else 0) if event_dims is None else int(event_dims)
+        cut = loc.ndim - nd
+        super().__init__(loc.shape[:cut], loc.shape[cut:], validate_args=False)
+
+    # -- sampling --------------------------------------------------------------------------
+    def _squash(self, u: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(u)
+        if self._safe:
+            one = 1.0 - torch.finfo(y.dtype).eps
+            y = y.clamp(-one, one)
+        return self._mid + self._half * y
+
+    def rsample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
+        shape = self._extended_shape(torch.Size(sample_shape))
+        eps = torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
+        u = self.loc + self.scale * eps
+        a = self._squash(u)
+        self._last = (a, u)
+        return a
+
+    def sample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
+        with torch.no_grad():
+            return self.rsample(sample_shape)
+
+    # -- densities -------------------------------------------------------------------------
+    def _pre_tanh(self, value: torch.Tensor) -> torch.Tensor:
+        last = self._last
+        if last is not None and last[0] is value:
+            return last[1]
+        y = (value - self._mid) / self._half
+        one = 1.0 - torch.finfo(y.dtype).eps
+        return torch.atanh(y.clamp(-one, one))
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        u = self._pre_tanh(value)
+        z = (u - self.loc) / self.scale
+        log_normal = -0.5 * z * z - self.scale.log() - _HALF_LOG_2PI
+        log_det = 2.0 * (_LOG_2 - u - torch.nn.functional.softplus(-2.0 * u))
+        if isinstance(self._half, torch.Tensor):
+            log_det = log_det + self._half.log()
+        else:
+            log_det = log_det + math.log(self._half)
+        lp = log_normal - log_det
+        nd = len(self.event_shape)
+        return lp.sum(tuple(range(-nd, 0))) if nd else lp
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self._mid + self._half * torch.tanh(self.loc)
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return self.deterministic_sample
+
+    @property
+    def support(self) -> Any:
+        return D.constraints.interval(self.low, self.high)
+
+    def __repr__(self) -> str:
+        return f"TanhNormal(loc: {tuple(self.loc.shape)}, low={self.low}, high={self.high})"
+
+
+class IndependentNormal(D.Independent):
+    """A diagonal Gaussian over the last ``event_dim`` dims (PPO's continuous policy).
+
+    Args:
+        loc: mean, ``[*batch, *event]``.
+        scale: standard deviation (positive), same shape.
+        upscale: the bound of ``loc`` when ``tanh_loc``.
+        tanh_loc: map ``loc`` to ``upscale * tanh(loc / upscale)`` first.
+        event_dim: trailing dims that form one action.
+
+    Examples:
+        >>> import torch
+        >>> d = IndependentNormal(torch.zeros(3, 2), torch.ones(3, 2))
+        >>> d.log_prob(torch.zeros(3, 2)).shape
+        torch.Size([3])
+        >>> d.deterministic_sample.shape
+        torch.Size([3, 2])
+    """
+
+    def __init__(
+        self,
+        loc: torch.Tensor,
+        scale: torch.Tensor,
+        upscale: float = 5.0,
+        tanh_loc: bool = False,
+        event_dim: int = 1,
+    ) -> None:
+        base = D.Normal(_squash_loc(loc, upscale, tanh_loc), scale, validate_args=False)
+        super().__init__(base, event_dim, validate_args=False)
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return self.base_dist.loc
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.base_dist.loc
+
+
+class TruncatedNormal(_TDTruncatedNormal):
+    """A Gaussian restricted to ``[low, high]``, its log-prob summed over the last dim.
+
+    ``tensordict.nn``'s ``TruncatedNormal`` underneath, with TorchRL's arguments
+    (``low``/``high`` rather than ``a``/``b``, ``upscale`` and ``tanh_loc``).
+
+    Args:
+        loc: mean of the Gaussian before truncation, ``[*batch, n]``.
+        scale: its standard deviation, same shape.
+        upscale: the bound of ``loc`` when ``tanh_loc``.
+        low: lower bound (float or tensor broadcastable to ``loc``).
+        high: upper bound.
+        tanh_loc: map ``loc`` to ``upscale * tanh(loc / upscale)`` first.
+
+    Examples:
+        >>> import torch
+        >>> d = TruncatedNormal(torch.zeros(5, 2), torch.ones(5, 2), low=-1.0, high=1.0)
+        >>> a = d.sample()
+        >>> bool(((a >= -1) & (a <= 1)).all()), d.log_prob(a).shape
+        (True, torch.Size([5]))
+    """
+
+    def __init__(
+        self,
+        loc: torch.Tensor,
+        scale: torch.Tensor,
+        upscale: float = 5.0,
+        low: float | torch.Tensor = -1.0,
+        high: float | torch.Tensor = 1.0,
+        tanh_loc: bool = False,
+    ) -> None:
+        loc = _squash_loc(loc, upscale, tanh_loc)
+        low_t = torch.as_tensor(low, dtype=loc.dtype, device=loc.device).expand_as(loc)
+        high_t = torch.as_tensor(high, dtype=loc.dtype, device=loc.device).expand_as(loc)
+        super().__init__(loc, scale, low_t, high_t, validate_args=False)
+        self.low, self.high = low_t, high_t
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return super().log_prob(value).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return super().entropy().sum(-1)
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return torch.maximum(torch.minimum(self.loc, self.high), self.low)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mode

@@ -1,0 +1,210 @@
+"""Actors, critics and Q-value modules against their specs, on every spec type."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from rl_envs import Binary, Bounded, Categorical, Composite, MultiCategorical, OneHot, Unbounded
+from rl_modules import (
+    ActionSpecError,
+    Actor,
+    ActorCriticWrapper,
+    ActorValueOperator,
+    ExplorationType,
+    MLP,
+    IndependentNormal,
+    MaskedCategorical,
+    OneHotCategorical,
+    ProbabilisticActor,
+    QValueActor,
+    QValueModule,
+    SafeModule,
+    TanhNormal,
+    ValueOperator,
+    event_spec,
+    set_exploration_type,
+)
+from tensordict import TensorDict
+from tensordict.nn import NormalParamExtractor, TensorDictModule
+from torch import nn
+
+B = 8
+
+
+def _obs(n: int = 3, batch: int = B) -> TensorDict:
+    return TensorDict(observation=torch.randn(batch, n), batch_size=[batch])
+
+
+def _gaussian_actor(spec, dist=TanhNormal, **kwargs):
+    net = nn.Sequential(nn.Linear(3, 4), NormalParamExtractor())
+    return ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]), ["loc", "scale"],
+                              spec=spec, distribution_class=dist, return_log_prob=True, **kwargs)
+
+
+def test_event_spec_strips_batch_dims_of_every_spec_type():
+    low, high = torch.tensor([-1.0, 0.0]), torch.tensor([1.0, 3.0])
+    cases = [
+        (Bounded(low.expand(B, 2), high.expand(B, 2), shape=(B, 2)), (2,)),
+        (Unbounded(shape=(B, 5)), (5,)),
+        (Categorical(4, shape=(B,)), ()),
+        (OneHot(4, shape=(B, 4)), (4,)),
+        (Binary(3, shape=(B, 3)), (3,)),
+        (MultiCategorical([2, 3], shape=(B, 2)), (2,)),
+    ]
+    for spec, shape in cases:
+        one = event_spec(spec)
+        assert type(one) is type(spec) and one.shape == torch.Size(shape) and one.dtype == spec.dtype
+    assert torch.equal(event_spec(cases[0][0]).high, high)
+    assert event_spec(cases[-1][0]).nvec.tolist() == [2, 3]
+
+
+def test_tanh_actor_takes_its_bounds_from_the_env_spec():
+    low, high = torch.tensor([-2.0, 0.0]), torch.tensor([2.0, 10.0])
+    actor = _gaussian_actor(Bounded(low.expand(B, 2), high.expand(B, 2), shape=(B, 2)))
+    for batch in (B, 256):  # the collector's batch and a minibatch
+        td = actor(_obs(batch=batch))
+        assert td["action"].shape == (batch, 2) and td["sample_log_prob"].shape == (batch,)
+        assert bool(((td["action"] > low) & (td["action"] < high)).all())
+    with set_exploration_type(ExplorationType.DETERMINISTIC):
+        td = actor(_obs())
+        torch.testing.assert_close(td["action"], low + (high - low) * (torch.tanh(td["loc"]) + 1) / 2)
+
+
+def test_actor_output_outside_its_spec_is_caught_on_the_first_call():
+    spec = Composite(action=Bounded(-1.0, 1.0, shape=(B, 2)), shape=(B,))
+    actor = _gaussian_actor(spec, dist=IndependentNormal)
+    actor.module[0].module[0].bias.data.fill_(50.0)  # loc far outside [-1, 1]
+    with pytest.raises(ActionSpecError, match=r"'action': value out of bounds .* not in \[-1.0, 1.0\]"):
+        actor(_obs())
+
+
+def test_safe_actor_projects_every_action_into_its_spec():
+    actor = _gaussian_actor(Bounded(-1.0, 1.0, shape=(B, 2)), dist=IndependentNormal, safe=True)
+    actor.module[0].module[0].bias.data.fill_(50.0)
+    for _ in range(10):  # past the checked calls: projection is on every call
+        assert bool((actor(_obs())["action"].abs() <= 1).all())
+
+
+@pytest.mark.parametrize(
+    ("spec", "dist", "n_out"),
+    [
+        (Categorical(4, shape=(B,)), torch.distributions.Categorical, 4),
+        (OneHot(4, shape=(B, 4)), OneHotCategorical, 4),
+    ],
+)
+def test_discrete_actors_fit_their_specs(spec, dist, n_out):
+    head = TensorDictModule(nn.Linear(3, n_out), ["observation"], ["logits"])
+    actor = ProbabilisticActor(head, ["logits"], spec=spec, distribution_class=dist, return_log_prob=True)
+    for _ in range(6):
+        td = actor(_obs())
+        assert spec.is_in(td["action"].to(spec.dtype))
+
+
+def test_a_float_action_for_a_discrete_spec_is_refused():
+    actor = _gaussian_actor(Categorical(2, shape=(B,)), dist=IndependentNormal)
+    with pytest.raises(ActionSpecError, match=r"expected torch.int64 values .* received torch.float32"):
+        actor(_obs())
+
+
+def test_wrong_action_shape_is_refused_naming_the_key():
+    actor = _gaussian_actor(Unbounded(shape=(B, 3)), dist=IndependentNormal)
+    with pytest.raises(ActionSpecError, match=r"'action': expected a shape ending with \(3,\).* received \(8, 2\)"):
+        actor(_obs())
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        Bounded(-1.0, 1.0, shape=(B, 3)),
+        Unbounded(shape=(B, 3)),
+        OneHot(3, shape=(B, 3), dtype=torch.float32),
+        Binary(3, shape=(B, 3), dtype=torch.float32),
+    ],
+)
+def test_safe_module_projects_on_every_spec_type(spec):
+    module = SafeModule(nn.Linear(3, 3), ["observation"], ["action"], spec=spec, safe=True)
+    for _ in range(5):
+        td = module(TensorDict(observation=10 * torch.randn(B, 3), batch_size=[B]))
+        assert spec.is_in(td["action"].detach())
+
+
+def test_safe_module_checks_integer_specs():
+    for spec, bad in [(Categorical(3, shape=(B,)), 3), (MultiCategorical([2, 3], shape=(B, 2)), 5)]:
+        shape = spec.shape[1:]
+        module = SafeModule(lambda x, s=shape, v=bad: torch.full((x.shape[0], *s), v), ["observation"],
+                            ["action"], spec=spec)
+        with pytest.raises(ActionSpecError, match="out of range"):
+            module(_obs())
+        safe = SafeModule(lambda x, s=shape, v=bad: torch.full((x.shape[0], *s), v), ["observation"],
+                          ["action"], spec=spec, safe=True)
+        assert spec.is_in(safe(_obs())["action"])
+
+
+def test_masked_actor_reads_the_env_mask():
+    head = TensorDictModule(nn.Linear(3, 4), ["observation"], ["logits"])
+    actor = ProbabilisticActor(head, {"logits": "logits", "mask": "action_mask"},
+                               distribution_class=MaskedCategorical, spec=Categorical(4, shape=(B,)))
+    mask = torch.zeros(B, 4, dtype=torch.bool)
+    mask[:, 2] = True
+    td = _obs().set("action_mask", mask)
+    assert bool((actor(td)["action"] == 2).all())
+
+
+def test_probabilistic_actor_refuses_a_plain_network():
+    with pytest.raises(TypeError, match="module: expected a tensordict.nn module"):
+        ProbabilisticActor(nn.Linear(3, 2), ["loc", "scale"], distribution_class=TanhNormal)
+
+
+def test_value_operator_and_deterministic_actor_keys():
+    v = ValueOperator(MLP(in_features=5, out_features=1, depth=1), in_keys=["observation", "action"])
+    td = v(TensorDict(observation=torch.randn(B, 3), action=torch.randn(B, 2), batch_size=[B]))
+    assert v.out_keys == ["state_action_value"] and "state_action_value" in td.keys()
+    actor = Actor(nn.Linear(3, 2), spec=Bounded(-1.0, 1.0, shape=(2,)), safe=True)
+    assert bool((actor(TensorDict(observation=99 * torch.ones(B, 3), batch_size=[B]))["action"].abs() <= 1).all())
+
+
+def test_qvalue_module_categorical_one_hot_and_mask():
+    values = torch.tensor([[0.1, 2.0, 0.3], [5.0, -1.0, 0.0]])
+    td = QValueModule(spec=Categorical(3, shape=(2,)))(TensorDict(action_value=values.clone(), batch_size=[2]))
+    assert td["action"].tolist() == [1, 0] and td["chosen_action_value"].tolist() == [[2.0], [5.0]]
+    one_hot = QValueModule(spec=OneHot(3, shape=(2, 3)))(TensorDict(action_value=values.clone(), batch_size=[2]))
+    assert one_hot["action"].dtype == torch.bool and one_hot["action"].long().tolist() == [[0, 1, 0], [1, 0, 0]]
+    mask = torch.tensor([[True, False, True], [False, True, True]])
+    masked = QValueModule(action_mask_key="action_mask")(
+        TensorDict(action_value=values.clone(), action_mask=mask, batch_size=[2]))
+    assert masked["action"].tolist() == [2, 2]
+
+
+def test_qvalue_actor_writes_what_dqn_reads():
+    actor = QValueActor(nn.Linear(4, 2), spec=Categorical(2, shape=(B,)))
+    td = actor(TensorDict(observation=torch.randn(B, 4), batch_size=[B]))
+    assert td["action"].shape == (B,) and td["action_value"].shape == (B, 2)
+    torch.testing.assert_close(td["chosen_action_value"].squeeze(-1), td["action_value"].max(-1).values)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"action_space": "gaussian"}, "action_space: expected one of"),
+    ({"spec": Bounded(-1.0, 1.0, shape=(2,))}, "cannot be inferred from a Bounded spec"),
+])
+def test_qvalue_module_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        QValueModule(**kwargs)
+
+
+def test_actor_value_operator_shares_the_trunk():
+    trunk = TensorDictModule(nn.Linear(4, 8), ["observation"], ["hidden"])
+    policy = ProbabilisticActor(TensorDictModule(nn.Linear(8, 2), ["hidden"], ["logits"]), ["logits"],
+                                distribution_class=torch.distributions.Categorical, return_log_prob=True)
+    value = ValueOperator(nn.Linear(8, 1), in_keys=["hidden"])
+    model = ActorValueOperator(trunk, policy, value)
+    pol, val = model.get_policy_operator(), model.get_value_operator()
+    td = TensorDict(observation=torch.randn(5, 4), batch_size=[5])
+    assert pol.get_dist(td.clone()).probs.shape == (5, 2)
+    assert val(td.clone())["state_value"].shape == (5, 1)
+    assert pol.module[0] is val.module[0] is trunk  # one trunk, one set of parameters
+    n_params = sum(p.numel() for p in model.parameters())
+    assert n_params == (4 * 8 + 8) + (8 * 2 + 2) + (8 + 1)
+    wrapper = ActorCriticWrapper(policy, value)
+    assert wrapper.get_policy_operator() is policy and wrapper.get_value_operator() is value
+    with pytest.raises(TypeError, match="value_operator: expected a tensordict.nn module"):
+        ActorValueOperator(trunk, policy, nn.Linear(8, 1))
