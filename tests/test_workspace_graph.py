@@ -18,7 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").exists())
-EXPECTED = {"rl-profiling", "rl-envs", "rl-collectors", "rl-replay", "rl-objectives", "rl-recurrent"}
+EXPECTED = {
+    "rl-profiling", "rl-envs", "rl-collectors", "rl-replay", "rl-objectives", "rl-recurrent", "rl-modules",
+}
 # distribution name -> import names it provides
 IMPORT_NAMES = {"tensordict": {"tensordict"}, "torch": {"torch"}, "numpy": {"numpy"}}
 

@@ -30,7 +30,6 @@ from rl_modules.exceptions import ActionSpecError
 __version__ = "0.1.0"
 
 __all__ = [
-    "MLP",
     "ActionSpecError",
     "Actor",
     "ActorCriticWrapper",
@@ -42,6 +41,7 @@ __all__ = [
     "EGreedyModule",
     "ExplorationType",
     "IndependentNormal",
+    "MLP",
     "MaskedCategorical",
     "NatureCNN",
     "NormalParamExtractor",
