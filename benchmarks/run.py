@@ -37,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "latest.json"
 THIRD_PARTY = ("torch", "tensordict", "gymnasium", "numpy")
-OURS = ("rl_profiling", "rl_envs", "rl_collectors", "rl_replay", "rl_objectives", "rl_recurrent")
+OURS = ("rl_profiling", "rl_envs", "rl_collectors", "rl_replay", "rl_objectives", "rl_recurrent", "rl_modules")
 
 
 def _load(path: Path):

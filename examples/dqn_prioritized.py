@@ -58,9 +58,10 @@ import torch
 from rl_collectors import MultiSyncCollector
 from rl_envs import GymEnv, RewardSum, TransformedEnv
 from rl_objectives import DQNLoss, HardUpdate
+from rl_modules import MLP, EGreedyModule, QValueActor
 from rl_profiling import Timing
 from rl_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
-from tensordict.nn import TensorDictModule, TensorDictSequential
+from tensordict.nn import TensorDictSequential
 from torch import nn
 
 
@@ -141,29 +142,17 @@ def make_env(env_id: str, num_envs: int, seed: int) -> TransformedEnv:
     return env
 
 
-class EpsilonGreedy(nn.Module):
-    """``argmax_a Q(s, a)``, or a uniform action with probability ``eps`` (a synced buffer)."""
-
-    def __init__(self, num_actions: int, eps: float) -> None:
-        super().__init__()
-        self.num_actions = num_actions
-        self.register_buffer("eps", torch.tensor(eps))
-
-    def forward(self, action_value: torch.Tensor) -> torch.Tensor:
-        greedy = action_value.argmax(-1)
-        explore = torch.rand(greedy.shape, device=greedy.device) < self.eps
-        random = torch.randint_like(greedy, self.num_actions)
-        return torch.where(explore, random, greedy)
-
-
-def make_agent(cfg: Config) -> tuple[TensorDictSequential, TensorDictModule]:
+def make_agent(cfg: Config) -> tuple[TensorDictSequential, QValueActor]:
+    """The Q-network (``QValueActor``: greedy action and values) and the collection policy
+    (the same network, then epsilon-greedy; epsilon is a buffer, so the weight push carries
+    its annealing to the workers)."""
     probe = GymEnv(cfg.env_id, num_envs=1)
-    n_obs, n_act = probe.observation_spec["observation"].shape[-1], probe.action_spec.n
+    n_obs, spec = probe.observation_spec["observation"].shape[-1], probe.action_spec
     probe.close()
-    net = nn.Sequential(nn.Linear(n_obs, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, cfg.hidden),
-                        nn.ReLU(), nn.Linear(cfg.hidden, n_act))
-    qnet = TensorDictModule(net, ["observation"], ["action_value"])
-    explore = TensorDictModule(EpsilonGreedy(n_act, cfg.eps_start), ["action_value"], ["action"])
+    net = MLP(n_obs, spec.n, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU)
+    qnet = QValueActor(net, spec=spec)
+    explore = EGreedyModule(spec, eps_init=cfg.eps_start, eps_end=cfg.eps_end,
+                            annealing_num_steps=int(cfg.eps_fraction * cfg.total_frames))
     return TensorDictSequential(qnet, explore), qnet
 
 
@@ -183,6 +172,7 @@ def main(cfg: Config) -> dict:
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     policy, qnet = make_agent(cfg)
+    explore = policy[1]  # EGreedyModule: annealed by frames on the learner
     frames_per_batch = cfg.num_workers * cfg.envs_per_worker * cfg.steps_per_env
     # Wiring: the workers run `policy` (Q-network + epsilon-greedy) on their envs; the
     # learner trains `qnet` (shared by `policy` and the loss) from the prioritized buffer,
@@ -222,11 +212,11 @@ def main(cfg: Config) -> dict:
                 for _ in range(cfg.updates_per_batch):
                     losses = train_step(buffer, loss_fn, optim, target_updater, cfg, timing)
                     updates += 1
-            eps = linear(cfg.eps_start, cfg.eps_end, frames / (cfg.eps_fraction * cfg.total_frames))
+            explore.step(batch.numel())
+            eps = float(explore.eps)
             buffer.sampler.beta = linear(cfg.beta, cfg.beta_end, frames / cfg.total_frames)
             if cfg.anneal_lr:
                 optim.param_groups[0]["lr"] = linear(cfg.lr, 0.0, frames / cfg.total_frames)
-            policy[1].module.eps.fill_(eps)
             with timing.add_time("weight_sync"):
                 collector.update_policy_weights_()
             mean_return = sum(returns) / max(len(returns), 1)

@@ -5,8 +5,8 @@
     RL_PROFILING=1 uv run examples/ppo_cartpole.py --profile   # ... with our named ranges
 
 The pieces: a ``GymEnv`` over a vector of CartPole envs with ``StepCounter``,
-``InitTracker`` and ``RewardSum`` transforms; a ``tensordict.nn`` probabilistic actor and
-a critic; a ``Collector`` yielding ``[num_envs, T]`` batches; ``GAE`` for advantages; a
+``InitTracker`` and ``RewardSum`` transforms; rl-modules' ``ProbabilisticActor`` (a
+categorical policy checked against the action spec) and ``ValueOperator`` over ``MLP`` s; a ``Collector`` yielding ``[num_envs, T]`` batches; ``GAE`` for advantages; a
 ``TensorDictReplayBuffer`` with ``SamplerWithoutReplacement`` for the minibatch epochs;
 ``ClipPPOLoss``. The last line printed is one JSON object with the run's figures.
 """
@@ -25,8 +25,8 @@ from rl_collectors import Collector
 from rl_envs import GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
 from rl_objectives import GAE, ClipPPOLoss
 from rl_profiling import Timing
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
-from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential
 from tensordict.nn import TensorDictModule
 from torch import nn
 
@@ -102,27 +102,25 @@ def make_env(cfg: Config) -> TransformedEnv:
     return env
 
 
-def mlp(n_in: int, n_out: int, hidden: int, out_std: float) -> nn.Sequential:
-    layers = [nn.Linear(n_in, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, n_out)]
-    for layer in layers:
+def mlp(n_in: int, n_out: int, hidden: int, out_std: float) -> MLP:
+    """Two tanh hidden layers, orthogonal init (gain sqrt 2; ``out_std`` on the output)."""
+    net = MLP(n_in, n_out, num_cells=hidden, depth=2, activation_class=nn.Tanh)
+    for layer in net:
         if isinstance(layer, nn.Linear):
             nn.init.orthogonal_(layer.weight, 2**0.5)
             nn.init.zeros_(layer.bias)
-    nn.init.orthogonal_(layers[-1].weight, out_std)
-    return nn.Sequential(*layers)
+    nn.init.orthogonal_(net[-1].weight, out_std)
+    return net
 
 
 def make_agent(env: TransformedEnv, cfg: Config):
     n_obs = env.observation_spec["observation"].shape[-1]
     n_act = env.action_spec.n
-    actor = ProbabilisticTensorDictSequential(
-        TensorDictModule(mlp(n_obs, n_act, cfg.hidden, 0.01), ["observation"], ["logits"]),
-        ProbabilisticTensorDictModule(
-            ["logits"], ["action"], distribution_class=torch.distributions.Categorical,
-            return_log_prob=True, log_prob_key="sample_log_prob",
-        ),
+    actor = ProbabilisticActor(
+        TensorDictModule(mlp(n_obs, n_act, cfg.hidden, 0.01), ["observation"], ["logits"]), ["logits"],
+        spec=env.action_spec, distribution_class=torch.distributions.Categorical, return_log_prob=True,
     )
-    critic = TensorDictModule(mlp(n_obs, 1, cfg.hidden, 1.0), ["observation"], ["state_value"])
+    critic = ValueOperator(mlp(n_obs, 1, cfg.hidden, 1.0))
     return actor.to(cfg.device), critic.to(cfg.device)
 
 

@@ -2,9 +2,10 @@
 
     uv run examples/sac_pendulum.py                    # 20k frames, mean return >= -250
 
-The pieces: a ``GymEnv`` over a few Pendulum envs with ``RewardSum``; a tanh-squashed
-Gaussian actor (``ProbabilisticTensorDictSequential``) and a Q-network template of which
-``SACLoss`` keeps two critics and their targets; a ``Collector`` with random frames
+The pieces: a ``GymEnv`` over a few Pendulum envs with ``RewardSum``; rl-modules'
+``ProbabilisticActor`` with a ``TanhNormal`` scaled to the action spec, and a
+``ValueOperator`` Q-network template of which ``SACLoss`` keeps two critics and their
+targets; a ``Collector`` with random frames
 first; a ``TensorDictReplayBuffer`` sampled uniformly; ``SoftUpdate`` of the target
 critics after every gradient step. The last line printed is one JSON object with the
 run's figures.
@@ -23,14 +24,9 @@ from rl_collectors import Collector
 from rl_envs import GymEnv, RewardSum, TransformedEnv
 from rl_objectives import SACLoss, SoftUpdate
 from rl_profiling import Timing
+from rl_modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
 from rl_replay import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
-from tensordict.nn import (
-    NormalParamExtractor,
-    ProbabilisticTensorDictModule,
-    ProbabilisticTensorDictSequential,
-    TensorDictModule,
-)
-from torch import distributions as D
+from tensordict.nn import TensorDictModule
 from torch import nn
 
 
@@ -82,31 +78,6 @@ def parse_args() -> Config:
     return Config(**vars(parser.parse_args()))
 
 
-class TanhNormal(D.TransformedDistribution):
-    """``high * tanh(u)``, ``u ~ Normal(loc, scale)`` over the last dim (reparameterised)."""
-
-    def __init__(self, loc: torch.Tensor, scale: torch.Tensor, high: float = 1.0) -> None:
-        base = D.Independent(D.Normal(loc, scale), 1)
-        # cache_size=1: log_prob of the sample just drawn reuses u (no atanh of +-1)
-        super().__init__(base, [D.TanhTransform(cache_size=1), D.AffineTransform(0.0, high, cache_size=1)])
-
-    @property
-    def deterministic_sample(self) -> torch.Tensor:
-        return self.transforms[1](self.transforms[0](self.base_dist.mean))
-
-
-class QValue(nn.Module):
-    """``Q(s, a)`` from the concatenated observation and action."""
-
-    def __init__(self, n_obs: int, n_act: int, hidden: int) -> None:
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(n_obs + n_act, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                                 nn.ReLU(), nn.Linear(hidden, 1))
-
-    def forward(self, observation: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat([observation, action], -1))
-
-
 def make_env(cfg: Config) -> TransformedEnv:
     env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs), RewardSum())
     env.set_seed(cfg.seed)
@@ -116,15 +87,14 @@ def make_env(cfg: Config) -> TransformedEnv:
 def make_agent(env: TransformedEnv, cfg: Config):
     n_obs = env.observation_spec["observation"].shape[-1]
     n_act = env.action_spec.shape[-1]
-    high = float(env.action_spec.high.flatten()[0])
-    net = nn.Sequential(nn.Linear(n_obs, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, cfg.hidden), nn.ReLU(),
-                        nn.Linear(cfg.hidden, 2 * n_act), NormalParamExtractor())
-    actor = ProbabilisticTensorDictSequential(
-        TensorDictModule(net, ["observation"], ["loc", "scale"]),
-        ProbabilisticTensorDictModule(["loc", "scale"], ["action"], distribution_class=TanhNormal,
-                                      distribution_kwargs={"high": high}),
-    )
-    qvalue = TensorDictModule(QValue(n_obs, n_act, cfg.hidden), ["observation", "action"], ["state_action_value"])
+    net = nn.Sequential(MLP(n_obs, 2 * n_act, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
+                        NormalParamExtractor())
+    # TanhNormal takes the action's low/high from the env's Bounded action spec
+    actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]), ["loc", "scale"],
+                               spec=env.action_spec, distribution_class=TanhNormal)
+    # Q(s, a): the MLP concatenates its two inputs
+    qvalue = ValueOperator(MLP(n_obs + n_act, 1, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
+                           in_keys=["observation", "action"])
     return actor.to(cfg.device), qvalue.to(cfg.device)
 
 

@@ -13,10 +13,11 @@ from functools import partial
 import pytest
 import torch
 from rl_collectors import MultiSyncCollector
-from rl_envs import GymEnv
+from rl_envs import Categorical, GymEnv
 from rl_objectives import DQNLoss, HardUpdate
 from rl_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
-from tensordict.nn import ProbabilisticTensorDictModule, TensorDictModule, TensorDictSequential
+from rl_modules import MLP, EGreedyModule, QValueActor
+from tensordict.nn import TensorDictSequential
 from torch import nn
 
 WORKERS, NUM_ENVS, STEPS = 2, 2, 32
@@ -25,16 +26,11 @@ ITERATIONS = 4
 ALPHA, EPS = 0.6, 1e-6
 
 
-def make_policy() -> tuple[TensorDictSequential, TensorDictModule]:
-    """A Q-network and a Boltzmann policy over its values (library classes only: picklable)."""
-    qnet = TensorDictModule(
-        nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2)),
-        ["observation"],
-        ["action_value"],
-    )
-    explore = ProbabilisticTensorDictModule(
-        {"logits": "action_value"}, ["action"], distribution_class=torch.distributions.Categorical
-    )
+def make_policy() -> tuple[TensorDictSequential, QValueActor]:
+    """A Q-network and epsilon-greedy exploration over it (library classes only: picklable)."""
+    spec = Categorical(2, shape=(NUM_ENVS,))
+    qnet = QValueActor(MLP(4, 2, num_cells=32, depth=1, activation_class=nn.ReLU), spec=spec)
+    explore = EGreedyModule(spec, eps_init=0.5, eps_end=0.5, annealing_num_steps=1)
     return TensorDictSequential(qnet, explore), qnet
 
 

@@ -1,4 +1,4 @@
-"""PPO end to end: probabilistic actor + critic -> Collector -> GAE -> buffer -> ClipPPOLoss.
+"""PPO end to end: rl-modules' ProbabilisticActor + ValueOperator -> Collector -> GAE -> buffer -> ClipPPOLoss.
 
 Real CartPole (a gymnasium vector env), real optimiser steps. Checks the layout of the
 collected batches, that nothing is NaN, and that a few PPO iterations raise the mean
@@ -13,11 +13,8 @@ from rl_collectors import Collector
 from rl_envs import GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
 from rl_objectives import GAE, ClipPPOLoss
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
-from tensordict.nn import (
-    ProbabilisticTensorDictModule,
-    ProbabilisticTensorDictSequential,
-    TensorDictModule,
-)
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
+from tensordict.nn import TensorDictModule
 from torch import nn
 
 NUM_ENVS, STEPS = 4, 64
@@ -33,10 +30,8 @@ def make_env(seed: int) -> TransformedEnv:
     return env
 
 
-def mlp(n_in: int, n_out: int, out_std: float) -> nn.Sequential:
-    net = nn.Sequential(
-        nn.Linear(n_in, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, n_out)
-    )
+def mlp(n_in: int, n_out: int, out_std: float) -> MLP:
+    net = MLP(n_in, n_out, num_cells=64, depth=2, activation_class=nn.Tanh)
     for layer in net:
         if isinstance(layer, nn.Linear):
             nn.init.orthogonal_(layer.weight, 2**0.5)
@@ -45,20 +40,14 @@ def mlp(n_in: int, n_out: int, out_std: float) -> nn.Sequential:
     return net
 
 
-def make_agent(
-    n_obs: int, n_act: int
-) -> tuple[ProbabilisticTensorDictSequential, TensorDictModule]:
-    actor = ProbabilisticTensorDictSequential(
+def make_agent(n_obs: int, n_act: int) -> tuple[ProbabilisticActor, ValueOperator]:
+    actor = ProbabilisticActor(
         TensorDictModule(mlp(n_obs, n_act, 0.01), ["observation"], ["logits"]),
-        ProbabilisticTensorDictModule(
-            ["logits"],
-            ["action"],
-            distribution_class=torch.distributions.Categorical,
-            return_log_prob=True,
-            log_prob_key="sample_log_prob",
-        ),
+        ["logits"],
+        distribution_class=torch.distributions.Categorical,
+        return_log_prob=True,
     )
-    critic = TensorDictModule(mlp(n_obs, 1, 1.0), ["observation"], ["state_value"])
+    critic = ValueOperator(mlp(n_obs, 1, 1.0))
     return actor, critic
 
 

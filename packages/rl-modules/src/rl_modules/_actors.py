@@ -144,7 +144,10 @@ def _resolve_dist_kwargs(dist_class: Any, kwargs: dict, spec: Any) -> dict:
     if not isinstance(leaf, Bounded) or "low" in kwargs or "high" in kwargs:
         return kwargs
     one = event_spec(leaf)
-    return {**kwargs, "low": one.low, "high": one.high}
+    low, high = one.low, one.high
+    if bool((low == low.flatten()[0]).all() and (high == high.flatten()[0]).all()):
+        low, high = float(low.flatten()[0]), float(high.flatten()[0])  # floats: no tensor op per call
+    return {**kwargs, "low": low, "high": high}
 
 
 class ProbabilisticActor(ProbabilisticTensorDictSequential):

@@ -102,7 +102,7 @@ class TanhNormal(D.Distribution):
         self._mid = (high + low) / 2
         self.low, self.high = low, high
         self._safe = safe_tanh
-        self._last: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._last: tuple[torch.Tensor, ...] | None = None  # (sample, u, z) of rsample
         nd = (1 if loc.ndim else 0) if event_dims is None else int(event_dims)
         cut = loc.ndim - nd
         super().__init__(loc.shape[:cut], loc.shape[cut:], validate_args=False)
@@ -120,7 +120,7 @@ class TanhNormal(D.Distribution):
         eps = torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
         u = self.loc + self.scale * eps
         a = self._squash(u)
-        self._last = (a, u)
+        self._last = (a, u, eps)
         return a
 
     def sample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
@@ -128,22 +128,23 @@ class TanhNormal(D.Distribution):
             return self.rsample(sample_shape)
 
     # -- densities -------------------------------------------------------------------------
-    def _pre_tanh(self, value: torch.Tensor) -> torch.Tensor:
+    def _pre_tanh(self, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(u, z)``: the pre-tanh value and its standard score ``(u - loc) / scale``."""
         last = self._last
-        if last is not None and last[0] is value:
-            return last[1]
+        if last is not None and last[0] is value:  # the sample just drawn: u and z are known
+            return last[1], last[2]
         y = (value - self._mid) / self._half
         one = 1.0 - torch.finfo(y.dtype).eps
-        return torch.atanh(y.clamp(-one, one))
+        u = torch.atanh(y.clamp(-one, one))
+        return u, (u - self.loc) / self.scale
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        u = self._pre_tanh(value)
-        z = (u - self.loc) / self.scale
+        u, z = self._pre_tanh(value)
         log_normal = -0.5 * z * z - self.scale.log() - _HALF_LOG_2PI
         log_det = 2.0 * (_LOG_2 - u - torch.nn.functional.softplus(-2.0 * u))
         if isinstance(self._half, torch.Tensor):
             log_det = log_det + self._half.log()
-        else:
+        elif self._half != 1.0:
             log_det = log_det + math.log(self._half)
         lp = log_normal - log_det
         nd = len(self.event_shape)

@@ -1,0 +1,122 @@
+"""rl-modules: per-step cost of the policy modules over the bare network, on one CPU thread.
+
+What a collector's step pays: the policy called on the step's TensorDict (fresh
+observations each call, from a pool larger than the caches), under ``no_grad`` with
+exploration on. The limit is measured in the same run: the same network's forward plus
+the sampling any implementation must do, written as plain torch on tensors:
+
+- ``ProbabilisticActor(TanhNormal)``, spec-aware, with its log-prob: the limit is
+  ``net(obs)`` -> ``loc, softplus scale`` -> ``u = loc + scale * eps`` -> ``a = m + h tanh(u)``
+  and ``log N(u) - log(1 - tanh(u)^2) - log h`` summed over the action.
+- ``QValueActor`` + ``EGreedyModule``: the limit is ``net(obs).max(-1)`` and the
+  epsilon-greedy replacement (a uniform draw per row, a random action, a ``where``).
+
+Target: ours / limit <= 1.3 at batch 8 and 4096.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+from rl_envs import Bounded, Categorical
+from rl_modules import MLP, EGreedyModule, ProbabilisticActor, QValueActor, TanhNormal
+from tensordict import TensorDict
+from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequential
+from torch import nn
+
+BATCHES = (8, 4096)
+N_OBS, N_ACT, N_DISCRETE = 17, 6, 4  # HalfCheetah's sizes; a 4-action discrete task
+TARGET = 1.3
+POOL_BYTES = 64 << 20  # distinct inputs cycled through: more than the caches hold
+
+
+def _pool(batch: int, n_obs: int) -> list[torch.Tensor]:
+    count = max(8, min(4096, POOL_BYTES // (batch * n_obs * 4)))
+    return [torch.randn(batch, n_obs) for _ in range(count)]
+
+
+def _per_call_us(fn, inputs: list, calls: int) -> float:
+    n = len(inputs)
+    start = time.perf_counter()
+    for i in range(calls):
+        fn(inputs[i % n])
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def _interleaved(fns: dict, inputs: dict, calls: int, rounds: int = 7) -> dict:
+    """Best per-call time of each callable over rounds in which they take turns."""
+    best = dict.fromkeys(fns, float("inf"))
+    for name, fn in fns.items():  # warm-up
+        _per_call_us(fn, inputs[name], max(calls // 10, 5))
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            best[name] = min(best[name], _per_call_us(fn, inputs[name], calls))
+    return best
+
+
+def _tanh_case(batch: int) -> tuple:
+    net = nn.Sequential(MLP(N_OBS, 2 * N_ACT, num_cells=256, depth=2), NormalParamExtractor())
+    spec = Bounded(-1.0, 1.0, shape=(batch, N_ACT))
+    actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]), ["loc", "scale"],
+                               spec=spec, distribution_class=TanhNormal, return_log_prob=True)
+    half, mid, log_half, c = 1.0, 0.0, 0.0, 0.5 * math.log(2 * math.pi)
+
+    def bare(obs: torch.Tensor):
+        loc, scale = net(obs)
+        u = loc + scale * torch.randn_like(loc)
+        a = mid + half * torch.tanh(u)
+        z = (u - loc) / scale
+        log_det = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u)) + log_half
+        return a, (-0.5 * z * z - scale.log() - c - log_det).sum(-1)
+
+    return actor, bare, N_OBS
+
+
+def _qvalue_case(batch: int) -> tuple:
+    net = MLP(N_OBS, N_DISCRETE, num_cells=256, depth=2)
+    spec = Categorical(N_DISCRETE, shape=(batch,))
+    explore = EGreedyModule(spec, eps_init=0.1, eps_end=0.1, annealing_num_steps=1)
+    policy = TensorDictSequential(QValueActor(net, spec=spec), explore)
+    eps = explore.eps
+
+    def bare(obs: torch.Tensor):
+        values = net(obs)
+        chosen, greedy = values.max(-1)
+        random = torch.randint(0, N_DISCRETE, greedy.shape)
+        return torch.where(torch.rand(greedy.shape) < eps, random, greedy), chosen
+
+    return policy, bare, N_OBS
+
+
+def _rows_for(name: str, make, batch: int) -> dict:
+    module, bare, n_obs = make(batch)
+    tensors = _pool(batch, n_obs)
+    tds = [TensorDict(observation=t, batch_size=[batch]) for t in tensors]
+    calls = 2000 if batch <= 64 else 100
+    with torch.no_grad():
+        best = _interleaved({"ours": module, "bare": bare}, {"ours": tds, "bare": tensors}, calls)
+    return dict(figure=f"{name} [{batch}] per step / bare net + sampling (target <= {TARGET})",
+                value=best["ours"], unit="us", limit=best["bare"], ratio=best["ours"] / best["bare"])
+
+
+def run() -> list[dict]:
+    """Every figure on one thread; returns the rows."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    try:
+        rows = []
+        for batch in BATCHES:
+            rows.append(_rows_for("ProbabilisticActor(TanhNormal)", _tanh_case, batch))
+            rows.append(_rows_for("QValueActor + EGreedyModule", _qvalue_case, batch))
+        return rows
+    finally:
+        torch.set_num_threads(threads)
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(f"{row['figure']:<78} {row['value']:9.1f} {row['unit']:<3} "
+              f"limit {row['limit']:9.1f}  ratio {row['ratio']:.3f}")
