@@ -52,11 +52,16 @@ def _leaf(spec: Any, key: Any) -> Any:
 
 
 class _Annealed(TensorDictModuleBase):
-    """A scale annealed linearly from ``init`` to ``end`` over ``annealing_num_steps``
-    frames, held in the buffer ``name`` (synced to workers with the weights)."""
+    """Rewrites ``action_key`` within ``spec``, by a scale annealed linearly from ``init``
+    to ``end`` over ``annealing_num_steps`` frames and held in the buffer ``name`` (synced
+    to workers with the weights)."""
 
-    def __init__(self, name: str, init: float, end: float, annealing_num_steps: int) -> None:
+    def __init__(
+        self, name: str, init: float, end: float, annealing_num_steps: int, spec: Any, action_key: Any
+    ) -> None:
         super().__init__()
+        self.spec = _leaf(spec, action_key)
+        self.action_key = action_key
         if annealing_num_steps <= 0:
             raise ValueError(f"annealing_num_steps: expected a positive int, received {annealing_num_steps}")
         self._scale_name = name
@@ -74,6 +79,12 @@ class _Annealed(TensorDictModuleBase):
         end = getattr(self, f"{self._scale_name}_end")
         frac = min(self.frames / self.annealing_num_steps, 1.0)
         getattr(self, self._scale_name).copy_(init + (end - init) * frac)
+
+    def _spec_on(self, device: torch.device) -> Any:
+        """The action spec on ``device`` (moved once, when the module moved)."""
+        if self.spec.device != device:
+            self.spec = self.spec.to(device)
+        return self.spec
 
 
 class EGreedyModule(_Annealed):
@@ -115,17 +126,15 @@ class EGreedyModule(_Annealed):
         action_key: Any = "action",
         action_mask_key: Any = None,
     ) -> None:
-        super().__init__("eps", eps_init, eps_end, annealing_num_steps)
-        self.spec = _leaf(spec, action_key)
-        self.action_key, self.action_mask_key = action_key, action_mask_key
+        super().__init__("eps", eps_init, eps_end, annealing_num_steps, spec, action_key)
+        self.action_mask_key = action_mask_key
         self.in_keys = [action_key] + ([action_mask_key] if action_mask_key is not None else [])
         self.out_keys = [action_key]
 
     def _random(self, action: torch.Tensor, td: TensorDictBase) -> torch.Tensor:
         batch = action.shape[: action.ndim - len(self.spec.shape)]
         if self.action_mask_key is None:
-            spec = self.spec if self.spec.device == action.device else self.spec.to(action.device)
-            return spec.rand(batch)
+            return self._spec_on(action.device).rand(batch)
         mask = td.get(self.action_mask_key)
         index = torch.multinomial(mask.reshape(-1, mask.shape[-1]).float(), 1).reshape(mask.shape[:-1])
         if action.shape == mask.shape:  # one-hot actions
@@ -183,10 +192,8 @@ class AdditiveGaussianModule(_Annealed):
         action_key: Any = "action",
         safe: bool = True,
     ) -> None:
-        super().__init__("sigma", sigma_init, sigma_end, annealing_num_steps)
-        self.spec = _leaf(spec, action_key)
+        super().__init__("sigma", sigma_init, sigma_end, annealing_num_steps, spec, action_key)
         self.mean, self.std, self.safe = float(mean), float(std), safe
-        self.action_key = action_key
         self.in_keys = self.out_keys = [action_key]
 
     @profiled("AdditiveGaussianModule.forward")
@@ -196,10 +203,7 @@ class AdditiveGaussianModule(_Annealed):
         action = tensordict.get(self.action_key)
         noise = torch.randn_like(action).mul_(self.std).add_(self.mean).mul_(self.sigma)
         out = action + noise
-        if self.safe:
-            spec = self.spec if self.spec.device == out.device else self.spec.to(out.device)
-            out = spec.project(out)
-        tensordict.set(self.action_key, out)
+        tensordict.set(self.action_key, self._spec_on(out.device).project(out) if self.safe else out)
         return tensordict
 
 
@@ -257,10 +261,9 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         is_init_key: Any = "is_init",
         safe: bool = True,
     ) -> None:
-        super().__init__("eps", eps_init, eps_end, annealing_num_steps)
-        self.spec = _leaf(spec, action_key)
+        super().__init__("eps", eps_init, eps_end, annealing_num_steps, spec, action_key)
         self.theta, self.mu, self.sigma, self.dt, self.x0 = theta, mu, sigma, dt, x0
-        self.action_key, self.is_init_key, self.safe = action_key, is_init_key, safe
+        self.is_init_key, self.safe = is_init_key, safe
         self.in_keys = [action_key, is_init_key]
         self.out_keys = [action_key]
         self.noise: torch.Tensor | None = None  # [*B, *action]: not a buffer (not synced)
@@ -286,8 +289,5 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         x = self._restart(action, is_init)
         x.add_(self.theta * (self.mu - x) * self.dt + self.sigma * self.dt**0.5 * torch.randn_like(x))
         out = action + self.eps * x
-        if self.safe:
-            spec = self.spec if self.spec.device == out.device else self.spec.to(out.device)
-            out = spec.project(out)
-        tensordict.set(self.action_key, out)
+        tensordict.set(self.action_key, self._spec_on(out.device).project(out) if self.safe else out)
         return tensordict
