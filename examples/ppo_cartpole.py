@@ -38,8 +38,9 @@ class Config:
     Attributes:
         env_id: gymnasium environment id.
         num_envs: sub-envs in the vector env.
-        vectorization_mode: gymnasium's ``"vector_entry_point"`` (CartPole's own
-            numpy-vectorised env: one numpy step for all sub-envs), ``"sync"`` or
+        vectorization_mode: empty for gymnasium's own choice (the env's vector entry
+            point where it has one, as CartPole's numpy-vectorised env: one numpy step for
+            all sub-envs; else ``"sync"``), or ``"vector_entry_point"``, ``"sync"``,
             ``"async"``; the same dynamics either way.
         steps_per_env: rollout length T per batch (frames_per_batch = num_envs * T).
         total_frames: frames to collect in all.
@@ -62,7 +63,7 @@ class Config:
 
     env_id: str = "CartPole-v1"
     num_envs: int = 16
-    vectorization_mode: str = "vector_entry_point"
+    vectorization_mode: str = ""
     steps_per_env: int = 32
     total_frames: int = 200_000
     lr: float = 1e-3
@@ -94,7 +95,7 @@ def parse_args() -> Config:
 
 
 def make_env(cfg: Config) -> TransformedEnv:
-    env = GymEnv(cfg.env_id, num_envs=cfg.num_envs, vectorization_mode=cfg.vectorization_mode)
+    env = GymEnv(cfg.env_id, num_envs=cfg.num_envs, vectorization_mode=cfg.vectorization_mode or None)
     env = TransformedEnv(env, StepCounter())
     env.append_transform(InitTracker())
     env.append_transform(RewardSum())

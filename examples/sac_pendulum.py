@@ -21,7 +21,7 @@ from collections import deque
 
 import torch
 from rl_collectors import Collector
-from rl_envs import GymEnv, RewardSum, TransformedEnv
+from rl_envs import DoubleToFloat, GymEnv, RewardSum, TransformedEnv
 from rl_objectives import SACLoss, SoftUpdate
 from rl_profiling import Timing
 from rl_modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
@@ -71,15 +71,17 @@ class Config:
     logdir: str = ""
 
 
-def parse_args() -> Config:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for field in dataclasses.fields(Config):
+def parse_args(config: type[Config] = Config, doc: str = __doc__) -> Config:
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    for field in dataclasses.fields(config):
         parser.add_argument("--" + field.name.replace("_", "-"), type=type(field.default), default=field.default)
-    return Config(**vars(parser.parse_args()))
+    return config(**vars(parser.parse_args()))
 
 
 def make_env(cfg: Config) -> TransformedEnv:
-    env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs), RewardSum())
+    # DoubleToFloat: MuJoCo's float64 observations to float32 (a no-op on Pendulum's)
+    env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs), DoubleToFloat())
+    env.append_transform(RewardSum())
     env.set_seed(cfg.seed)
     return env
 

@@ -21,6 +21,12 @@ TOTAL_FRAMES = 1024
 # (learning starts inside the budget; rows short enough for several batches)
 EXTRA_ARGS = {
     "dqn_prioritized.py": ["--learning-starts", "512", "--updates-per-batch", "2"],
+    # one sub-env of 512 agent steps: a random Breakout episode (5 lives) ends inside it
+    "ppo_atari.py": ["--total-frames", "2048", "--num-envs", "1", "--steps-per-env", "256",
+                     "--num-minibatches", "2", "--epochs", "1"],
+    "ppo_mujoco.py": ["--steps-per-env", "256", "--num-minibatches", "4", "--epochs", "2"],
+    # one HalfCheetah episode is 1000 steps: it ends inside the 1024 frames
+    "sac_mujoco.py": ["--learning-starts", "512", "--updates-per-frame", "0.05", "--hidden", "64"],
     "ppo_lstm_masked_cartpole.py": ["--num-envs", "4", "--steps-per-env", "64", "--epochs", "1",
                                     "--num-minibatches", "2"],
     # 4 envs x 256 steps: Pendulum's 200-step episodes end inside the budget

@@ -8,6 +8,7 @@ import torch
 
 gym = pytest.importorskip("gymnasium")
 
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv  # noqa: E402
 from rl_envs import (  # noqa: E402
     Binary,
     Bounded,
@@ -242,3 +243,59 @@ def test_argument_errors():
         GymWrapper(object())
     with pytest.raises(ValueError, match="device"):
         GymEnv("CartPole-v1", device="meta")
+
+
+# -- vectorization_mode=None: gymnasium's own choice -----------------------------------------
+class _NoPartialResetCartPole(CartPoleVectorEnv):
+    """A NEXT_STEP vector env with no partial reset (the CartPole adapter is keyed by name)."""
+
+
+_NO_PARTIAL = "rl_envs_test/NoPartialCartPole-v0"
+if _NO_PARTIAL not in gym.registry:
+    gym.register(
+        _NO_PARTIAL,
+        entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+        vector_entry_point=_NoPartialResetCartPole,
+        max_episode_steps=EPISODE,
+    )
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, expected",
+    [
+        ("CartPole-v1", {}, "vector_entry_point"),  # registers a vector entry point
+        ("Acrobot-v1", {}, "sync"),  # registers none
+        ("Pendulum-v1", {}, "sync"),
+        ("CartPole-v1", {"vector_kwargs": {"copy": True}}, "sync"),  # sync/async arguments
+        ("CartPole-v1", {"vectorization_mode": "sync"}, "sync"),  # explicit choices stay
+        ("CartPole-v1", {"vectorization_mode": "vector_entry_point"}, "vector_entry_point"),
+    ],
+)
+def test_default_vectorization_follows_gymnasium(name, kwargs, expected):
+    env = GymEnv(name, num_envs=2, **kwargs)
+    assert env.vectorization_mode == expected
+    assert f"vectorization_mode={expected!r}" in repr(env)
+    data = env.rollout(3, break_when_any_done=False)
+    assert data.batch_size == (2, 3)
+    env.close()
+
+
+def test_explicit_vector_entry_point_without_one_names_the_env():
+    with pytest.raises(ValueError, match="'Acrobot-v1' registers no vector entry point"):
+        GymEnv("Acrobot-v1", num_envs=4, vectorization_mode="vector_entry_point")
+
+
+def test_default_falls_back_to_sync_when_the_vector_env_loses_final_obs(caplog):
+    with caplog.at_level("INFO", logger="rl_envs._gym_make"):
+        env = GymEnv(_NO_PARTIAL, num_envs=3)
+    assert env.vectorization_mode == "sync"
+    assert "cannot report final observations" in caplog.text
+    env.set_seed(10)
+    data = env.rollout(12, break_when_any_done=False)
+    env.close()
+    for i in range(3):  # truncation-correct: the same data as CartPole's reference
+        _, nexts = _reference(10 + i, data["action"][i].numpy())
+        nobs = data["next", "observation"][i].numpy()
+        np.testing.assert_allclose(nobs, np.stack(nexts), rtol=1e-6)
+    with pytest.raises(ValueError, match="cannot reset a subset"):
+        GymEnv(_NO_PARTIAL, num_envs=3, vectorization_mode="vector_entry_point")

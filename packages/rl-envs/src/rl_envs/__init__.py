@@ -11,39 +11,62 @@ from rl_envs._policy import RandomPolicy
 from rl_envs._specs import Bounded, TensorSpec, Unbounded
 from rl_envs._specs_discrete import Binary, Categorical, MultiCategorical, OneHot
 from rl_envs._transforms import Compose, Transform, TransformedEnv
+from rl_envs._transforms_action import ActionScaling
+from rl_envs._transforms_atari import EndOfLifeTransform, NoopResetEnv
+from rl_envs._transforms_frames import CatFrames
+from rl_envs._transforms_image import GrayScale, Resize, ToTensorImage
+from rl_envs._transforms_keys import CatTensors, ExcludeTransform, RenameTransform, SelectTransform
 from rl_envs._transforms_lib import InitTracker, RewardSum, StepCounter
 from rl_envs._transforms_obs import DoubleToFloat, ObservationNorm, TensorDictPrimer
+from rl_envs._transforms_reward import ClipTransform, RewardClipping, RewardScaling, SignTransform
+from rl_envs._transforms_vecnorm import VecNorm
 from rl_envs.exceptions import EnvClosedError, InvalidActionError, SpecError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActionScaling",
     "Binary",
     "Bounded",
+    "CatFrames",
+    "CatTensors",
     "Categorical",
+    "ClipTransform",
     "Compose",
     "Composite",
     "DoubleToFloat",
+    "EndOfLifeTransform",
     "EnvBase",
     "EnvClosedError",
+    "ExcludeTransform",
+    "GrayScale",
     "GymEnv",
     "GymWrapper",
     "InitTracker",
     "InvalidActionError",
     "MultiCategorical",
+    "NoopResetEnv",
     "ObservationNorm",
     "OneHot",
     "ParallelEnv",
     "RandomPolicy",
+    "RenameTransform",
+    "Resize",
+    "RewardClipping",
+    "RewardScaling",
     "RewardSum",
+    "SelectTransform",
     "SerialEnv",
+    "SignTransform",
     "SpecError",
     "StepCounter",
     "TensorDictPrimer",
     "TensorSpec",
+    "ToTensorImage",
     "Transform",
     "TransformedEnv",
     "Unbounded",
+    "VecNorm",
     "WorkerError",
     "__version__",
     "check_env_specs",

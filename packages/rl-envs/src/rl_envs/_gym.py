@@ -23,27 +23,14 @@ from tensordict import TensorDictBase
 
 from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
-from rl_envs._gym_autoreset import ADAPTERS, PartialReset, leaf, transfer
+from rl_envs._gym_autoreset import leaf, partial_reset_fn, transfer
+from rl_envs._gym_make import make_vector_env
 from rl_envs._gym_specs import space_to_spec, torch_dtype
 from rl_envs._keys import ACTION, DONE, OBSERVATION, REWARD, TERMINATED, TRUNCATED
 from rl_envs._specs import TensorSpec, Unbounded
 from rl_envs._specs_discrete import OneHot
 
 __all__ = ["GymEnv", "GymWrapper"]
-
-def _partial_reset_fn(venv: Any, declared: bool | None) -> PartialReset | None:
-    import gymnasium as gym
-
-    base = venv.unwrapped
-    if declared or isinstance(base, (gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv)):
-        return lambda mask: (*venv.reset(options={"reset_mask": mask}), False)
-    if declared is False:
-        return None
-    adapter = ADAPTERS.get(f"{type(base).__module__}.{type(base).__qualname__}")
-    if adapter is not None and base is venv:
-        return adapter(base)
-    return None
-
 
 class GymWrapper(EnvBase):
     """Wrap a gymnasium vector env (sync, async or numpy-vectorised) or a single env.
@@ -97,6 +84,12 @@ class GymWrapper(EnvBase):
             raise TypeError(f"GymWrapper: env must be a gymnasium Env or VectorEnv, received {type(env).__name__}")
         if not isinstance(frame_skip, int) or frame_skip < 1:
             raise ValueError(f"GymWrapper: frame_skip must be an int >= 1, received {frame_skip!r}")
+        batch = getattr(env.unwrapped, "batch_size", env.num_envs)
+        if batch != env.num_envs:
+            raise ValueError(
+                f"GymWrapper: the vector env must return every sub-env at each step "
+                f"(batch_size == num_envs == {env.num_envs}), received batch_size={batch}"
+            )
         if device is not None and torch.device(device).type != "cpu":
             raise ValueError(f"GymWrapper: device must be 'cpu' (gymnasium returns numpy), received {device!r}")
         super().__init__(batch_size=(env.num_envs,), device=device)
@@ -104,7 +97,7 @@ class GymWrapper(EnvBase):
         self.frame_skip = frame_skip
         self.autoreset_mode = gym.vector.AutoresetMode(env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP))
         self._same_step = self.autoreset_mode == gym.vector.AutoresetMode.SAME_STEP
-        self._partial = _partial_reset_fn(env, partial_reset)
+        self._partial = partial_reset_fn(env, partial_reset)
         if not self._same_step and self._partial is None:
             raise ValueError(
                 f"GymWrapper: {type(env.unwrapped).__name__} autoresets in {self.autoreset_mode.value} mode "
@@ -320,26 +313,43 @@ class GymEnv(GymWrapper):
     """Build ``gym.make_vec(env_name, num_envs, ...)`` and wrap it.
 
     Args:
-        env_name: a registered gymnasium id, e.g. ``"CartPole-v1"``.
+        env_name: a registered gymnasium id, e.g. ``"CartPole-v1"``; ``"ALE/..."`` ids
+            import ``ale_py`` (the ``[atari]`` extra) on first use.
         num_envs: number of sub-envs (the batch size is ``(num_envs,)``).
-        vectorization_mode: ``"sync"`` (default), ``"async"`` (one subprocess per sub-env,
-            spawn context; ``close()`` ends them) or ``"vector_entry_point"`` (the env's
-            numpy-vectorised implementation, e.g. CartPole).
-        vector_kwargs: extra arguments of the vector env (sync/async). By default the
-            vector env autoresets in ``SAME_STEP`` mode and does not copy observations
-            (they are copied into our buffers anyway).
-        **kwargs: passed to the env constructor (``gym.make_vec(..., **kwargs)``).
+        vectorization_mode: ``None`` (default): gymnasium's own choice, the env's vector
+            entry point where it registers one (CartPole's numpy env, ALE's C++ vector
+            env), else ``"sync"``; ``"sync"`` when ``vector_kwargs`` are given, and
+            ``"sync"`` too when that vector env cannot report final observations.
+            Explicit choices: ``"sync"`` (a Python loop over sub-envs), ``"async"`` (one
+            subprocess per sub-env, spawn context; ``close()`` ends them) or
+            ``"vector_entry_point"`` (raises for an env that has none). The mode used is
+            in :attr:`vectorization_mode`.
+        vector_kwargs: extra arguments of the sync/async vector env. By default it
+            autoresets in ``SAME_STEP`` mode and does not copy observations (they are
+            copied into our buffers anyway).
+        **kwargs: passed to the env constructor (``gym.make_vec(..., **kwargs)``); with a
+            vector entry point, to the vector env (ALE: ``grayscale``, ``img_height``,
+            ``stack_num``, ``noop_max``, ``episodic_life``, ``frameskip``, ...). A vector
+            entry point that takes ``autoreset_mode`` gets ``SAME_STEP`` unless given.
 
     The other keyword arguments are :class:`GymWrapper`'s.
 
+    Raises:
+        ValueError: ``num_envs`` < 1 or an unknown ``vectorization_mode``.
+        ImportError: an ``"ALE/..."`` id without ``ale_py`` installed.
+
     Examples:
         >>> env = GymEnv("CartPole-v1", num_envs=4)
+        >>> env.vectorization_mode
+        'vector_entry_point'
         >>> env.set_seed(0)
         4
         >>> data = env.rollout(10)
         >>> data["next", "observation"].shape[:1]
         torch.Size([4])
         >>> env.close()
+        >>> GymEnv("Acrobot-v1", num_envs=2).vectorization_mode
+        'sync'
     """
 
     def __init__(
@@ -347,7 +357,7 @@ class GymEnv(GymWrapper):
         env_name: str,
         num_envs: int = 1,
         *,
-        vectorization_mode: str = "sync",
+        vectorization_mode: str | None = None,
         vector_kwargs: Mapping[str, Any] | None = None,
         categorical_action_encoding: bool = True,
         frame_skip: int = 1,
@@ -355,22 +365,11 @@ class GymEnv(GymWrapper):
         device: Any = None,
         **kwargs: Any,
     ):
-        import gymnasium as gym
-
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"GymEnv: num_envs must be an int >= 1, received {num_envs!r}")
-        vk = dict(vector_kwargs or {})
-        if vectorization_mode in ("sync", "async"):
-            vk.setdefault("autoreset_mode", gym.vector.AutoresetMode.SAME_STEP)
-            vk.setdefault("copy", False)
-            if vectorization_mode == "async":
-                vk.setdefault("context", "spawn")
-        elif vectorization_mode != "vector_entry_point":
-            raise ValueError(
-                f"GymEnv: vectorization_mode must be 'sync', 'async' or 'vector_entry_point', received {vectorization_mode!r}"
-            )
-        venv = gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=vectorization_mode, vector_kwargs=vk or None, **kwargs)
+        venv, mode = make_vector_env(env_name, num_envs, vectorization_mode, vector_kwargs, kwargs)
         self.env_name = env_name
+        self.vectorization_mode = mode
         try:
             super().__init__(
                 venv,
@@ -384,5 +383,8 @@ class GymEnv(GymWrapper):
             raise
 
     def __repr__(self) -> str:
-        return f"GymEnv({self.env_name!r}, num_envs={self.batch_size[0]}, autoreset_mode={self.autoreset_mode.value})"
-
+        return (
+            f"GymEnv({self.env_name!r}, num_envs={self.batch_size[0]}, "
+            f"vectorization_mode={self.vectorization_mode!r}, "
+            f"autoreset_mode={self.autoreset_mode.value})"
+        )

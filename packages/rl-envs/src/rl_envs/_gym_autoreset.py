@@ -2,9 +2,9 @@
 adapters) and the copies of numpy results into the buffers.
 
 ``NEXT_STEP`` and ``DISABLED`` autoreset modes need a partial reset (only the finished
-sub-envs) so that no reset step reaches the data: built-in Sync/Async vector envs take
-``reset(options={"reset_mask": m})``; numpy-vectorised envs that lack it get an adapter
-from ``ADAPTERS`` (keyed by the class's qualified name).
+sub-envs) so that no reset step reaches the data: built-in Sync/Async vector envs and
+those in ``RESET_MASK_ENVS`` take ``reset(options={"reset_mask": m})``; numpy-vectorised
+envs that lack it get an adapter from ``ADAPTERS`` (keyed by the class's qualified name).
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ADAPTERS", "PartialReset", "leaf", "transfer"]
+__all__ = [
+    "ADAPTERS",
+    "RESET_MASK_ENVS",
+    "PartialReset",
+    "keeps_final_obs",
+    "leaf",
+    "partial_reset_fn",
+    "transfer",
+]
 
 PartialReset = Callable[[np.ndarray], tuple[Any, dict, bool]]
 """``reset(mask) -> (obs, info, rows_only)``: ``obs`` holds every sub-env, or only the
@@ -39,9 +47,46 @@ def _cartpole_partial_reset(venv: Any) -> PartialReset:
     return reset
 
 
+RESET_MASK_ENVS = frozenset({"ale_py.vector_env.AtariVectorEnv"})
+"""Vector envs (qualified class names) whose ``reset(options={"reset_mask": m})`` resets
+only the masked sub-envs, returns every sub-env's observation and cancels their pending
+``NEXT_STEP`` autoreset (ALE >= 0.11's C++ vector env)."""
+
 ADAPTERS: dict[str, Callable[[Any], PartialReset]] = {
     "gymnasium.envs.classic_control.cartpole.CartPoleVectorEnv": _cartpole_partial_reset,
 }
+
+
+def partial_reset_fn(venv: Any, declared: bool | None) -> PartialReset | None:
+    """``reset(mask)`` for ``venv`` (see ``PartialReset``), or None where it cannot.
+
+    ``declared`` is ``GymWrapper``'s ``partial_reset``: True trusts ``reset_mask``, False
+    refuses it, None detects it.
+    """
+    import gymnasium as gym
+
+    base = venv.unwrapped
+    name = f"{type(base).__module__}.{type(base).__qualname__}"
+    builtin = isinstance(base, (gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv))
+    if declared or (declared is None and (builtin or name in RESET_MASK_ENVS)):
+        return lambda mask: (*venv.reset(options={"reset_mask": mask}), False)
+    if declared is False:
+        return None
+    adapter = ADAPTERS.get(name)
+    if adapter is not None and base is venv:
+        return adapter(base)
+    return None
+
+
+def keeps_final_obs(venv: Any, partial_reset: bool | None = None) -> bool:
+    """Whether ``GymWrapper`` can give the real final observation of ``venv``'s finished
+    sub-envs: it autoresets in ``SAME_STEP`` mode, or it can reset a subset of them."""
+    import gymnasium as gym
+
+    mode = venv.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+    if gym.vector.AutoresetMode(mode) == gym.vector.AutoresetMode.SAME_STEP:
+        return True
+    return partial_reset_fn(venv, partial_reset) is not None
 
 
 def leaf(obs: Any, path: tuple) -> Any:

@@ -1,0 +1,208 @@
+"""PPO on Atari (ALE/Breakout-v5 by default), top to bottom (CleanRL style).
+
+    uv run examples/ppo_atari.py                           # Breakout, 2M frames (agent steps x 4)
+    uv run examples/ppo_atari.py --env-id ALE/Pong-v5      # any ALE game
+
+The pieces: a ``GymEnv`` over ALE's own C++ vector env, which does the Atari
+preprocessing itself (84x84 grayscale, 4 stacked frames, frame skip 4 with max-pooling,
+up to 30 no-ops and FIRE at reset); ``EndOfLifeTransform`` (a life lost is a training-only
+done: GAE does not bootstrap across it, the episode and its return go on),
+``RewardSum`` (the true score) and ``SignTransform`` (rewards clipped to -1/0/1 for
+learning, after the sum). rl-modules' ``ActorValueOperator``: a ``NatureCNN`` trunk on the
+uint8 frames shared by a categorical ``ProbabilisticActor`` head and a ``ValueOperator``
+head. ``GAE`` and ``ClipPPOLoss`` with CleanRL's ``ppo_atari.py`` defaults (8 envs x 128
+steps, 4 epochs of 4 minibatches, lr 2.5e-4 annealed, clip 0.1, entropy 0.01). Frames are
+agent steps x frame skip, as CleanRL and the ALE count them. The last line printed is one
+JSON object with the run's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from collections import deque
+
+import torch
+from rl_collectors import Collector
+from rl_envs import EndOfLifeTransform, GymEnv, RewardSum, SignTransform, TransformedEnv
+from rl_modules import ActorValueOperator, NatureCNN, ProbabilisticActor, ValueOperator
+from rl_objectives import GAE, ClipPPOLoss
+from rl_profiling import Timing
+from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
+from tensordict.nn import TensorDictModule
+from torch import nn
+
+
+@dataclasses.dataclass
+class Config:
+    """PPO hyper-parameters (CleanRL's ``ppo_atari.py`` defaults).
+
+    Attributes:
+        env_id: an ALE id (``ALE/<Game>-v5``).
+        num_envs: sub-envs of ALE's vector env.
+        steps_per_env: rollout length T per batch (agent steps).
+        total_frames: emulator frames in all (agent steps x frame_skip).
+        frame_skip: emulator frames per agent step (ALE's ``frameskip``).
+        lr: Adam learning rate, annealed linearly to 0.
+        gamma: discount.
+        lmbda: GAE lambda.
+        epochs: passes over each batch.
+        num_minibatches: minibatches per epoch.
+        clip_epsilon: PPO ratio clip.
+        entropy_coef: entropy bonus weight.
+        critic_coef: value loss weight.
+        max_grad_norm: gradient clipping norm.
+        seed: seed of torch and of the envs.
+        threads: torch intra-op threads (the CNN uses them).
+        device: device of the networks and the loss.
+        logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+    """
+
+    env_id: str = "ALE/Breakout-v5"
+    num_envs: int = 8
+    steps_per_env: int = 128
+    total_frames: int = 2_000_000
+    frame_skip: int = 4
+    lr: float = 2.5e-4
+    gamma: float = 0.99
+    lmbda: float = 0.95
+    epochs: int = 4
+    num_minibatches: int = 4
+    clip_epsilon: float = 0.1
+    entropy_coef: float = 0.01
+    critic_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    seed: int = 0
+    threads: int = 2
+    device: str = "cpu"
+    logdir: str = ""
+
+
+def parse_args() -> Config:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for field in dataclasses.fields(Config):
+        parser.add_argument("--" + field.name.replace("_", "-"), type=type(field.default), default=field.default)
+    return Config(**vars(parser.parse_args()))
+
+
+def make_env(cfg: Config) -> TransformedEnv:
+    base = GymEnv(cfg.env_id, num_envs=cfg.num_envs, info_keys=["lives"], frameskip=cfg.frame_skip,
+                  reward_clipping=False, repeat_action_probability=0.0)
+    env = TransformedEnv(base, EndOfLifeTransform())
+    env.append_transform(RewardSum())      # the true score, before clipping
+    env.append_transform(SignTransform())  # learn from -1/0/1
+    env.set_seed(cfg.seed)
+    return env
+
+
+def layer_init(module: nn.Module, std: float) -> nn.Module:
+    nn.init.orthogonal_(module.weight, std)
+    nn.init.zeros_(module.bias)
+    return module
+
+
+def make_agent(env: TransformedEnv, cfg: Config) -> ActorValueOperator:
+    frames = env.observation_spec["observation"].shape[-3]
+    cnn = NatureCNN(in_channels=frames)
+    for m in cnn.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            layer_init(m, 2**0.5)
+    trunk = TensorDictModule(cnn, ["observation"], ["hidden"])
+    head = TensorDictModule(layer_init(nn.Linear(512, env.action_spec.n), 0.01), ["hidden"], ["logits"])
+    policy = ProbabilisticActor(head, ["logits"], spec=env.action_spec,
+                                distribution_class=torch.distributions.Categorical, return_log_prob=True)
+    value = ValueOperator(layer_init(nn.Linear(512, 1), 1.0), in_keys=["hidden"])
+    return ActorValueOperator(trunk, policy, value).to(cfg.device)
+
+
+def make_logger(cfg: Config):
+    if not cfg.logdir:
+        return None
+    from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
+
+    return SummaryWriter(cfg.logdir)
+
+
+def main(cfg: Config) -> dict:
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    torch.distributions.Distribution.set_default_validate_args(False)
+    env = make_env(cfg)
+    model = make_agent(env, cfg)
+    actor, critic = model.get_policy_operator(), model.get_value_operator()
+    steps_per_batch = cfg.num_envs * cfg.steps_per_env
+    total_steps = max(cfg.total_frames // cfg.frame_skip, steps_per_batch)
+    minibatch = steps_per_batch // cfg.num_minibatches
+    # Wiring: the collector runs the policy (trunk + policy head) on the env; GAE runs the
+    # critic (trunk + value head) and reads a lost life as the end of an episode; the loss
+    # trains both heads and the shared trunk from the minibatches.
+    collector = Collector(env, actor, frames_per_batch=steps_per_batch, total_frames=total_steps)
+    eol = env.transform[0]
+    advantage = eol.register_keys(GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic))
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(steps_per_batch, device=cfg.device),
+                                    sampler=SamplerWithoutReplacement(), batch_size=minibatch)
+    loss_fn = ClipPPOLoss(actor, critic, clip_epsilon=cfg.clip_epsilon, entropy_coef=cfg.entropy_coef,
+                          critic_coef=cfg.critic_coef, loss_critic_type="l2", normalize_advantage=True)
+    params = list(model.parameters())
+    optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
+    num_batches = -(-total_steps // steps_per_batch)
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
+    logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
+    from tqdm import tqdm
+
+    bar = tqdm(total=total_steps * cfg.frame_skip, unit="frame", mininterval=1.0)
+    steps, start, losses = 0, time.perf_counter(), None
+    batches = iter(collector)
+    for _ in range(num_batches):
+        with timing.add_time("collect"):
+            batch = next(batches)
+        steps += batch.numel()
+        done = batch["next", "done"].squeeze(-1)
+        returns.extend(batch["next", "episode_reward"][done].flatten().tolist())
+        with timing.add_time("advantage"), torch.no_grad():
+            advantage(batch)
+        buffer.empty()
+        buffer.extend(batch.reshape(-1).to(cfg.device))
+        for _ in range(cfg.epochs):
+            for _ in range(len(buffer) // minibatch):
+                with timing.add_time("loss"):
+                    losses = loss_fn(buffer.sample(minibatch))
+                    loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+                with timing.add_time("optimiser"):
+                    optim.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                    optim.step()
+        sched.step()
+        collector.update_policy_weights_()
+        frames = steps * cfg.frame_skip
+        mean_return = sum(returns) / max(len(returns), 1)
+        fps = frames / (time.perf_counter() - start)
+        bar.update(batch.numel() * cfg.frame_skip)
+        bar.set_postfix(fps=f"{fps:,.0f}", ret=f"{mean_return:.1f}", refresh=False)
+        if logger is not None:
+            log_scalars(logger, frames, mean_return if returns else None, fps, losses)
+    bar.close()
+    collector.shutdown()
+    seconds = time.perf_counter() - start
+    print(timing.report())
+    if logger is not None:
+        logger.close()
+    frames = steps * cfg.frame_skip
+    return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
+            "fps": round(frames / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed,
+            "env_id": cfg.env_id}
+
+
+def log_scalars(logger, frames: int, mean_return: float | None, fps: float, losses) -> None:
+    if mean_return is not None:  # None until an episode finished
+        logger.add_scalar("charts/episodic_return", mean_return, frames)
+    logger.add_scalar("charts/SPS", fps, frames)
+    for key in ("loss_objective", "loss_critic", "entropy", "kl_approx", "clip_fraction"):
+        logger.add_scalar(f"losses/{key}", float(losses[key].detach()), frames)
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(parse_args())))

@@ -1,0 +1,214 @@
+"""PPO on a MuJoCo robot (Hopper-v5 by default), top to bottom (CleanRL style).
+
+    uv run examples/ppo_mujoco.py                         # Hopper-v5, 1M frames
+    uv run examples/ppo_mujoco.py --env-id HalfCheetah-v5 # any Box-action env
+
+The pieces: a ``GymEnv`` over MuJoCo with ``VecNorm`` on the observations (running mean
+and variance, frozen copies for evaluation), an observation clip to [-10, 10] and the
+action clipped to the env's bounds on the way in (the policy's Gaussian is unbounded, its
+log-prob is that of the unclipped sample, as in CleanRL); rl-modules' ``ProbabilisticActor``
+(an ``IndependentNormal`` with a state-independent log std) and ``ValueOperator`` over
+``MLP`` s; a ``Collector``; ``GAE``; ``ClipPPOLoss`` with CleanRL's continuous-action
+defaults (2048 steps per batch, 10 epochs of 32 minibatches, lr 3e-4 annealed to 0,
+gamma 0.99, lambda 0.95, clip 0.2). The last line printed is one JSON object with the
+run's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from collections import deque
+
+import torch
+from rl_collectors import Collector
+from rl_envs import (
+    ClipTransform,
+    DoubleToFloat,
+    GymEnv,
+    InitTracker,
+    RewardSum,
+    StepCounter,
+    TransformedEnv,
+    VecNorm,
+)
+from rl_modules import MLP, IndependentNormal, ProbabilisticActor, ValueOperator
+from rl_objectives import GAE, ClipPPOLoss
+from rl_profiling import Timing
+from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
+from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
+from torch import nn
+
+
+@dataclasses.dataclass
+class Config:
+    """PPO hyper-parameters (CleanRL's ``ppo_continuous_action.py`` defaults).
+
+    Attributes:
+        env_id: gymnasium environment id with a ``Box`` action space.
+        num_envs: sub-envs in the vector env.
+        steps_per_env: rollout length T per batch (frames_per_batch = num_envs * T).
+        total_frames: frames to collect in all.
+        lr: Adam learning rate, annealed linearly to 0.
+        gamma: discount.
+        lmbda: GAE lambda.
+        epochs: passes over each batch.
+        num_minibatches: minibatches per epoch.
+        clip_epsilon: PPO ratio clip.
+        entropy_coef: entropy bonus weight.
+        critic_coef: value loss weight.
+        max_grad_norm: gradient clipping norm.
+        hidden: width of the two hidden layers of actor and critic.
+        seed: seed of torch and of the envs.
+        threads: torch intra-op threads (1 is fastest for networks this small).
+        device: device of the networks and the loss.
+        logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+    """
+
+    env_id: str = "Hopper-v5"
+    num_envs: int = 1
+    steps_per_env: int = 2048
+    total_frames: int = 1_000_000
+    lr: float = 3e-4
+    gamma: float = 0.99
+    lmbda: float = 0.95
+    epochs: int = 10
+    num_minibatches: int = 32
+    clip_epsilon: float = 0.2
+    entropy_coef: float = 0.0
+    critic_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    hidden: int = 64
+    seed: int = 0
+    threads: int = 1
+    device: str = "cpu"
+    logdir: str = ""
+
+
+def parse_args() -> Config:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for field in dataclasses.fields(Config):
+        parser.add_argument("--" + field.name.replace("_", "-"), type=type(field.default), default=field.default)
+    return Config(**vars(parser.parse_args()))
+
+
+def make_env(cfg: Config) -> TransformedEnv:
+    env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs), DoubleToFloat())
+    env.append_transform(VecNorm(in_keys=["observation"], decay=0.99999, eps=1e-2))
+    env.append_transform(ClipTransform(low=-10.0, high=10.0))
+    env.append_transform(ClipTransform(in_keys=[], in_keys_inv=["action"]))  # to the env's bounds
+    env.append_transform(StepCounter())
+    env.append_transform(InitTracker())
+    env.append_transform(RewardSum())
+    env.set_seed(cfg.seed)
+    return env
+
+
+def mlp(n_in: int, n_out: int, hidden: int, out_std: float) -> MLP:
+    """Two tanh hidden layers, orthogonal init (gain sqrt 2; ``out_std`` on the output)."""
+    net = MLP(n_in, n_out, num_cells=hidden, depth=2, activation_class=nn.Tanh)
+    for layer in net:
+        if isinstance(layer, nn.Linear):
+            nn.init.orthogonal_(layer.weight, 2**0.5)
+            nn.init.zeros_(layer.bias)
+    nn.init.orthogonal_(net[-1].weight, out_std)
+    return net
+
+
+def make_agent(env: TransformedEnv, cfg: Config):
+    n_obs = env.observation_spec["observation"].shape[-1]
+    n_act = env.action_spec.shape[-1]
+    # loc from the MLP, a learned log std shared by all states (starts at std 1)
+    net = nn.Sequential(mlp(n_obs, n_act, cfg.hidden, 0.01), AddStateIndependentNormalScale(n_act))
+    actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]), ["loc", "scale"],
+                               distribution_class=IndependentNormal, return_log_prob=True)
+    critic = ValueOperator(mlp(n_obs, 1, cfg.hidden, 1.0))
+    return actor.to(cfg.device), critic.to(cfg.device)
+
+
+def make_logger(cfg: Config):
+    if not cfg.logdir:
+        return None
+    from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
+
+    return SummaryWriter(cfg.logdir)
+
+
+def main(cfg: Config) -> dict:
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    torch.distributions.Distribution.set_default_validate_args(False)  # no per-call checks
+    env = make_env(cfg)
+    actor, critic = make_agent(env, cfg)
+    frames_per_batch = cfg.num_envs * cfg.steps_per_env
+    minibatch = frames_per_batch // cfg.num_minibatches
+    # Wiring: the collector runs the actor on the env (sampling actions and log-probs);
+    # GAE runs the critic on the batch; the buffer serves the minibatch epochs; the loss
+    # reads what the collector and GAE wrote.
+    collector = Collector(env, actor, frames_per_batch=frames_per_batch, total_frames=cfg.total_frames)
+    advantage = GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic, average_gae=True)
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(frames_per_batch, device=cfg.device),
+                                    sampler=SamplerWithoutReplacement(), batch_size=minibatch)
+    loss_fn = ClipPPOLoss(actor, critic, clip_epsilon=cfg.clip_epsilon, entropy_coef=cfg.entropy_coef,
+                          critic_coef=cfg.critic_coef, loss_critic_type="l2")
+    params = list(loss_fn.parameters())
+    optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, fused=True)
+    num_batches = -(-cfg.total_frames // frames_per_batch)
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
+    logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
+    from tqdm import tqdm
+
+    bar = tqdm(total=cfg.total_frames, unit="frame", mininterval=1.0)
+    frames, start, losses = 0, time.perf_counter(), None
+    batches = iter(collector)
+    for _ in range(num_batches):
+        with timing.add_time("collect"):
+            batch = next(batches)
+        frames += batch.numel()
+        done = batch["next", "done"].squeeze(-1)
+        returns.extend(batch["next", "episode_reward"][done].flatten().tolist())
+        with timing.add_time("advantage"), torch.no_grad():
+            advantage(batch)
+        buffer.empty()
+        buffer.extend(batch.reshape(-1).to(cfg.device))
+        for _ in range(cfg.epochs):
+            for _ in range(len(buffer) // minibatch):
+                with timing.add_time("loss"):
+                    losses = loss_fn(buffer.sample(minibatch))
+                    loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+                with timing.add_time("optimiser"):
+                    optim.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                    optim.step()
+        sched.step()
+        collector.update_policy_weights_()
+        mean_return = sum(returns) / max(len(returns), 1)
+        fps = frames / (time.perf_counter() - start)
+        bar.update(batch.numel())
+        bar.set_postfix(fps=f"{fps:,.0f}", ret=f"{mean_return:.1f}", refresh=False)
+        if logger is not None:
+            log_scalars(logger, frames, mean_return if returns else None, fps, losses)
+    bar.close()
+    collector.shutdown()
+    seconds = time.perf_counter() - start
+    print(timing.report())
+    if logger is not None:
+        logger.close()
+    return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
+            "fps": round(frames / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed,
+            "env_id": cfg.env_id}
+
+
+def log_scalars(logger, frames: int, mean_return: float | None, fps: float, losses) -> None:
+    if mean_return is not None:  # None until an episode finished
+        logger.add_scalar("charts/episodic_return", mean_return, frames)
+    logger.add_scalar("charts/SPS", fps, frames)
+    for key in ("loss_objective", "loss_critic", "entropy", "kl_approx", "clip_fraction"):
+        logger.add_scalar(f"losses/{key}", float(losses[key].detach()), frames)
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(parse_args())))

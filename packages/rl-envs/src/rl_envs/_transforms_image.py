@@ -1,0 +1,265 @@
+"""Pixel transforms: ToTensorImage, Resize and GrayScale (TorchRL names and meaning).
+
+Each runs on the whole batch at once (one torch op over ``[*B, ...]``, no loop over
+sub-envs) and checks the layout and dtype of its input when the ``TransformedEnv`` is
+built: a wrong one raises :class:`~rl_envs.exceptions.SpecError` naming the key, the
+expected and the received shape or dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from rl_envs._keys import OBSERVATION
+from rl_envs._specs import Bounded, TensorSpec
+from rl_envs._transforms_map import MapTransform, bounds_spec, event_shape, key_list, uniform_bounds
+from rl_envs.exceptions import SpecError
+
+__all__ = ["GrayScale", "Resize", "ToTensorImage"]
+
+GRAY_WEIGHTS = (0.2989, 0.587, 0.114)
+"""ITU-R 601-2 luma weights of R, G and B (torchvision's ``rgb_to_grayscale``)."""
+_MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "area")
+
+
+def _to_uint8(x: torch.Tensor) -> torch.Tensor:
+    return x.round_().clamp_(0, 255).to(torch.uint8)
+
+
+def check_chw(
+    name: str, key: Any, spec: TensorSpec, batch_ndim: int, channels: int | None = None
+) -> torch.Size:
+    """Raise :class:`SpecError` unless ``key`` holds float or uint8 ``(..., C, H, W)`` images."""
+    event = event_shape(spec, batch_ndim)
+    if len(event) < 3:
+        raise SpecError(
+            f"{name}: {key!r} must hold images of shape (..., C, H, W) after the batch dims "
+            f"{tuple(spec.shape[:batch_ndim])}, received shape {tuple(spec.shape)}"
+        )
+    if event[-1] <= 4 < event[-3]:
+        raise SpecError(
+            f"{name}: {key!r} must be channels-first (..., C, H, W); received shape "
+            f"{tuple(spec.shape)}, which looks like (H, W, C): put ToTensorImage first"
+        )
+    if channels is not None and event[-3] != channels:
+        raise SpecError(
+            f"{name}: {key!r} must have {channels} channels at dim -3 (..., {channels}, H, W), "
+            f"received shape {tuple(spec.shape)}"
+        )
+    if spec.dtype != torch.uint8 and not spec.dtype.is_floating_point:
+        raise SpecError(f"{name}: {key!r} must be uint8 or floating point, received {spec.dtype}")
+    return event
+
+
+class ToTensorImage(MapTransform):
+    """Images ``(H, W, C)`` (or ``(H, W)``) -> ``(C, H, W)``; uint8 becomes float in ``[0, 1]``.
+
+    TorchRL's ``ToTensorImage``. An ``(H, W)`` input (e.g. ALE's grayscale frames) gets a
+    channel dim: ``(1, H, W)``. With ``dtype=torch.uint8`` the bytes are kept as they are
+    (only the layout changes): 4x less memory in a replay buffer, converted on sample.
+
+    Args:
+        from_int: divide by 255. Default (None): when the input dtype is an integer.
+        dtype: output dtype (default ``torch.get_default_dtype()``); ``torch.uint8``
+            keeps the values (the input must then be uint8).
+        in_keys: image keys (default ``["observation"]``, the key ``GymEnv`` gives ALE
+            frames; TorchRL's default is ``["pixels"]``).
+        out_keys: where the result goes (default: in place of ``in_keys``).
+
+    Raises:
+        SpecError: when the env is built, if a key is not ``(H, W, C)`` with ``C`` in
+            ``{1, 3, 4}`` (e.g. already channels-first), or its dtype does not fit.
+
+    Examples:
+        >>> from rl_envs import Bounded, Composite
+        >>> frames = Bounded(0, 255, (8, 210, 160, 3), dtype=torch.uint8)
+        >>> spec = Composite(observation=frames, shape=(8,))
+        >>> out = ToTensorImage().transform_observation_spec(spec)["observation"]
+        >>> tuple(out.shape), out.dtype, out.high.max().item()
+        ((8, 3, 210, 160), torch.float32, 1.0)
+    """
+
+    obs_only = True
+
+    def __init__(
+        self,
+        from_int: bool | None = None,
+        *,
+        dtype: torch.dtype | None = None,
+        in_keys: Sequence[Any] | None = None,
+        out_keys: Sequence[Any] | None = None,
+    ):
+        dtype = torch.get_default_dtype() if dtype is None else dtype
+        if dtype != torch.uint8 and not dtype.is_floating_point:
+            raise ValueError(
+                f"ToTensorImage: dtype must be floating point or torch.uint8, received {dtype}"
+            )
+        if dtype == torch.uint8 and from_int:
+            raise ValueError(
+                "ToTensorImage: from_int=True scales to [0, 1], which dtype=torch.uint8 cannot hold"
+            )
+        super().__init__(key_list(in_keys, [OBSERVATION]), out_keys)
+        self.from_int, self.dtype = from_int, dtype
+        self._hw: dict[Any, bool] = {}
+        self._scale: dict[Any, bool] = {}
+
+    def _out_spec(self, key: Any, spec: TensorSpec, batch_ndim: int) -> TensorSpec:
+        event, batch = event_shape(spec, batch_ndim), tuple(spec.shape[:batch_ndim])
+        if len(event) < 2 or (len(event) >= 3 and event[-1] not in (1, 3, 4)):
+            raise SpecError(
+                f"ToTensorImage: {key!r} must hold (H, W, C) images with C in (1, 3, 4), or "
+                f"(H, W), after the batch dims {batch}; received shape {tuple(spec.shape)}"
+            )
+        is_int = not spec.dtype.is_floating_point
+        scale = is_int if self.from_int is None else self.from_int
+        if (scale or self.dtype == torch.uint8) and spec.dtype != torch.uint8:
+            raise SpecError(f"ToTensorImage: {key!r} must be uint8, received {spec.dtype}")
+        self._hw[key], self._scale[key] = len(event) == 2, scale and self.dtype != torch.uint8
+        chw = (1, *event) if len(event) == 2 else (*event[:-3], event[-1], event[-3], event[-2])
+        shape = (*batch, *chw)
+        if self._scale[key]:
+            return Bounded(0.0, 1.0, shape, spec.device, self.dtype)
+        return bounds_spec(spec, shape, self.dtype, *uniform_bounds(spec))
+
+    def _layout(self, x: torch.Tensor, key: Any) -> torch.Tensor:
+        return x.unsqueeze(-3) if self._hw[key] else x.movedim(-1, -3)
+
+    def _map(self, x: torch.Tensor, key: Any) -> torch.Tensor:
+        y = self._layout(x, key).to(self.dtype)
+        return y.div_(255) if self._scale[key] else y
+
+    def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
+        if rows is not None:
+            return super()._write(key, src, dst, rows)
+        dst.copy_(self._layout(src, key))  # one pass: cast and re-layout into the leaf
+        if self._scale[key]:
+            dst.div_(255)
+        return None
+
+
+class Resize(MapTransform):
+    """Resize ``(..., C, H, W)`` images to ``(..., C, w, h)`` with ``F.interpolate``.
+
+    TorchRL's ``Resize``, with its naming: ``w`` is the size of dim -2 and ``h`` that of
+    dim -1 (``Resize(84, 84)`` for Atari). uint8 images are interpolated in float32 and
+    rounded back to uint8, so a uint8 pipeline stays uint8.
+
+    Args:
+        w: output size of dim -2.
+        h: output size of dim -1 (default: ``w``).
+        interpolation: an ``F.interpolate`` mode: ``"bilinear"`` (default, as TorchRL),
+            ``"nearest"``, ``"nearest-exact"``, ``"bicubic"`` or ``"area"``.
+        in_keys: image keys (default ``["observation"]``).
+        out_keys: where the result goes (default: in place of ``in_keys``).
+        antialias: ``F.interpolate``'s anti-aliasing (bilinear and bicubic only); off by
+            default, as in ``F.interpolate``.
+
+    Raises:
+        SpecError: when the env is built, if a key is not channels-first
+            ``(..., C, H, W)`` (an ``(H, W, C)`` image is named as such), or not
+            uint8/floating point.
+
+    Examples:
+        >>> from rl_envs import Bounded, Composite
+        >>> frames = Bounded(0, 255, (8, 1, 210, 160), dtype=torch.uint8)
+        >>> spec = Composite(observation=frames, shape=(8,))
+        >>> out = Resize(84, 84).transform_observation_spec(spec)["observation"]
+        >>> tuple(out.shape), out.dtype
+        ((8, 1, 84, 84), torch.uint8)
+    """
+
+    obs_only = True
+
+    def __init__(
+        self,
+        w: int,
+        h: int | None = None,
+        interpolation: str = "bilinear",
+        in_keys: Sequence[Any] | None = None,
+        out_keys: Sequence[Any] | None = None,
+        *,
+        antialias: bool = False,
+    ):
+        h = w if h is None else h
+        for name, v in (("w", w), ("h", h)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"Resize: {name} must be a positive int, received {v!r}")
+        if interpolation not in _MODES:
+            raise ValueError(
+                f"Resize: interpolation must be one of {_MODES}, received {interpolation!r}"
+            )
+        if antialias and interpolation not in ("bilinear", "bicubic"):
+            raise ValueError(
+                f"Resize: antialias needs bilinear or bicubic, received {interpolation!r}"
+            )
+        super().__init__(key_list(in_keys, [OBSERVATION]), out_keys)
+        self.w, self.h, self.interpolation, self.antialias = w, h, interpolation, antialias
+        self._clamp: dict[Any, tuple[Any, Any]] = {}
+
+    def _out_spec(self, key: Any, spec: TensorSpec, batch_ndim: int) -> TensorSpec:
+        check_chw("Resize", key, spec, batch_ndim)
+        low, high = uniform_bounds(spec)
+        if self.interpolation == "bicubic" and low is not None:
+            self._clamp[key] = (low, high)  # bicubic overshoots: keep it inside the spec
+        return bounds_spec(spec, (*spec.shape[:-2], self.w, self.h), spec.dtype, low, high)
+
+    def _map(self, x: torch.Tensor, key: Any) -> torch.Tensor:
+        lead, (c, hh, ww) = x.shape[:-3], x.shape[-3:]
+        y = x.reshape(-1, c, hh, ww)
+        y = y.float() if x.dtype == torch.uint8 else y
+        smooth = self.interpolation in ("bilinear", "bicubic")
+        y = F.interpolate(
+            y,
+            size=(self.w, self.h),
+            mode=self.interpolation,
+            align_corners=False if smooth else None,
+            antialias=self.antialias,
+        )
+        if key in self._clamp:
+            y = y.clamp_(*self._clamp[key])
+        y = _to_uint8(y) if x.dtype == torch.uint8 else y
+        return y.reshape(*lead, c, self.w, self.h)
+
+
+class GrayScale(MapTransform):
+    """RGB ``(..., 3, H, W)`` -> luma ``(..., 1, H, W)``: ITU-R 601-2 weights.
+
+    TorchRL's ``GrayScale`` (torchvision's ``rgb_to_grayscale`` weights
+    ``0.2989 R + 0.587 G + 0.114 B``). uint8 images are computed in float32 and rounded
+    to the nearest integer (torchvision truncates).
+
+    Args:
+        in_keys: image keys (default ``["observation"]``).
+        out_keys: where the result goes (default: in place of ``in_keys``).
+
+    Raises:
+        SpecError: when the env is built, if a key is not ``(..., 3, H, W)``
+            (e.g. ``(H, W, 3)``), or not uint8/floating point.
+
+    Examples:
+        >>> from rl_envs import Bounded, Composite
+        >>> spec = Composite(observation=Bounded(0.0, 1.0, (8, 3, 84, 84)), shape=(8,))
+        >>> tuple(GrayScale().transform_observation_spec(spec)["observation"].shape)
+        (8, 1, 84, 84)
+    """
+
+    obs_only = True
+
+    def __init__(self, in_keys: Sequence[Any] | None = None, out_keys: Sequence[Any] | None = None):
+        super().__init__(key_list(in_keys, [OBSERVATION]), out_keys)
+
+    def _out_spec(self, key: Any, spec: TensorSpec, batch_ndim: int) -> TensorSpec:
+        check_chw("GrayScale", key, spec, batch_ndim, channels=3)
+        shape = (*spec.shape[:-3], 1, *spec.shape[-2:])
+        return bounds_spec(spec, shape, spec.dtype, *uniform_bounds(spec))
+
+    def _map(self, x: torch.Tensor, key: Any) -> torch.Tensor:
+        xf = x.float() if x.dtype == torch.uint8 else x
+        r, g, b = xf.unbind(-3)
+        y = (r * GRAY_WEIGHTS[0]).add_(g, alpha=GRAY_WEIGHTS[1]).add_(b, alpha=GRAY_WEIGHTS[2])
+        y = y.unsqueeze(-3)
+        return _to_uint8(y) if x.dtype == torch.uint8 else y

@@ -1,0 +1,244 @@
+"""``VecNorm``: running mean/variance normalisation, statistics shared across processes.
+
+TorchRL's ``VecNorm`` (decayed sums): after each step, per element of the event shape,
+
+    sum   <- decay * sum   + sum_b x_b
+    ssq   <- decay * ssq   + sum_b x_b ** 2
+    count <- decay * count + B
+
+    mean = sum / count,   std = sqrt(max(ssq / count - mean ** 2, eps)),
+    out  = (x - mean) / std
+
+where ``b`` runs over the batch (every sub-env, in one reduction). The statistics are
+float64 CPU tensors in shared memory (``share_memory_()``): a ``VecNorm`` pickled to a
+spawned process by ``multiprocessing`` (a ``ParallelEnv`` or a multi-process collector's
+env factory) points at the very same memory, so every worker updates and reads one set of
+statistics. Updates from several processes are not atomic unless a ``lock`` is given: a
+lost update only delays the statistics a little.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from rl_envs._keys import OBSERVATION
+from rl_envs._specs import TensorSpec, Unbounded
+from rl_envs._transforms_map import MapTransform, event_shape, key_list
+from rl_envs.exceptions import SpecError
+
+__all__ = ["VecNorm"]
+
+_PARTS = ("sum", "ssq", "count")
+
+
+def _name(key: Any) -> str:
+    return key if isinstance(key, str) else "_".join(key)
+
+
+class VecNorm(MapTransform):
+    """Normalise observations (and optionally rewards) by running mean and std.
+
+    TorchRL's ``VecNorm`` (same decayed statistics, ``decay`` and ``eps``). The
+    statistics are updated with every ``("next", key)`` of a step and with the reset
+    values, then applied at the root and under ``"next"``. ``freeze()`` stops the
+    updates (evaluation); ``frozen_copy()`` gives a frozen transform that reads the same
+    (shared, still updated by training) statistics, for an evaluation env.
+
+    Args:
+        in_keys: keys to normalise (default ``["observation"]``; add ``"reward"`` to
+            normalise rewards too, which TorchRL's default does).
+        out_keys: where the results go (default: in place of ``in_keys``).
+        decay: weight of the past in the running sums (1.0: plain averages).
+        eps: lower bound of the variance.
+        shapes: the event shape of each in-key (without batch dims), to allocate the
+            statistics now, before the transform is sent to worker processes; by default
+            they are allocated when an env is built with the transform.
+        lock: a ``multiprocessing`` lock held during updates (optional; it must reach
+            the workers by process inheritance, e.g. as a ``Process`` argument).
+        frozen: start frozen.
+
+    Raises:
+        SpecError: when the env is built, if a key is not floating point or its shape
+            differs from the statistics' (from ``shapes`` or a loaded state).
+
+    Examples:
+        >>> from rl_envs import GymEnv, TransformedEnv
+        >>> env = TransformedEnv(GymEnv("Pendulum-v1", num_envs=4), VecNorm(decay=1.0))
+        >>> obs = env.rollout(200, break_when_any_done=False)["next", "observation"]
+        >>> bool(obs[:, -100:].mean((0, 1)).abs().max() < 0.5)
+        True
+        >>> state = env.transform[0].state_dict()
+        >>> sorted(state), state["observation_count"].item()
+        (['observation_count', 'observation_ssq', 'observation_sum'], 804.0)
+        >>> env.close()
+    """
+
+    def __init__(
+        self,
+        in_keys: Sequence[Any] | None = None,
+        out_keys: Sequence[Any] | None = None,
+        *,
+        decay: float = 0.9999,
+        eps: float = 1e-4,
+        shapes: Sequence[Sequence[int]] | None = None,
+        lock: Any = None,
+        frozen: bool = False,
+    ):
+        if not 0.0 < decay <= 1.0:
+            raise ValueError(f"VecNorm: decay must be in (0, 1], received {decay!r}")
+        if not eps > 0.0:
+            raise ValueError(f"VecNorm: eps must be > 0, received {eps!r}")
+        super().__init__(key_list(in_keys, [OBSERVATION]), out_keys)
+        self.decay, self.eps, self.lock, self.frozen = float(decay), float(eps), lock, frozen
+        self._stats: dict[str, torch.Tensor] = {}
+        self._cur: dict[Any, tuple[torch.Tensor, torch.Tensor]] = {}
+        if shapes is not None:
+            if len(shapes) != len(self.in_keys):
+                raise ValueError(
+                    f"VecNorm: shapes needs one shape per in_key {self.in_keys}, received {shapes}"
+                )
+            for key, shape in zip(self.in_keys, shapes, strict=True):
+                self._alloc(key, torch.Size(shape))
+
+    # -- statistics ---------------------------------------------------------------------
+    def _alloc(self, key: Any, shape: torch.Size) -> None:
+        name = _name(key)
+        for part in _PARTS:
+            t = torch.zeros(() if part == "count" else shape, dtype=torch.float64)
+            self._stats[f"{name}_{part}"] = t.share_memory_()
+
+    def _update(self, key: Any, x: torch.Tensor) -> None:
+        s, q, c = (self._stats[f"{_name(key)}_{p}"] for p in _PARTS)
+        flat = x.detach().to("cpu", torch.float64).reshape(-1, *s.shape)
+        with self.lock if self.lock is not None else contextlib.nullcontext():
+            s.mul_(self.decay).add_(flat.sum(0))
+            q.mul_(self.decay).add_(flat.square().sum(0))
+            c.mul_(self.decay).add_(flat.shape[0])
+
+    def _refresh(self, key: Any, like: torch.Tensor) -> None:
+        """Cache ``(mean, std)`` of ``key`` in ``like``'s dtype and device."""
+        s, q, c = (self._stats[f"{_name(key)}_{p}"] for p in _PARTS)
+        if c.item() <= 0.0:
+            mean, std = torch.zeros_like(s), torch.ones_like(s)
+        else:
+            mean = s / c
+            std = (q / c - mean.square()).clamp_min(self.eps).sqrt()
+        self._cur[key] = (mean.to(like), std.to(like))
+
+    def mean_std(self, key: Any = OBSERVATION) -> tuple[torch.Tensor, torch.Tensor]:
+        """The current ``(mean, std)`` of ``key`` (float64, event shape)."""
+        self._refresh(key, self._stats[f"{_name(key)}_sum"])
+        return self._cur.pop(key)
+
+    def freeze(self) -> VecNorm:
+        """Stop updating the statistics (they are still applied)."""
+        self.frozen = True
+        return self
+
+    def unfreeze(self) -> VecNorm:
+        """Update the statistics again."""
+        self.frozen = False
+        return self
+
+    def frozen_copy(self) -> VecNorm:
+        """A frozen ``VecNorm`` reading the same (shared) statistics: for an evaluation env."""
+        new = VecNorm(
+            self.in_keys, self.out_keys, decay=self.decay, eps=self.eps, lock=self.lock, frozen=True
+        )
+        new._stats = self._stats  # the same dict: statistics allocated later are shared too
+        return new
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """A copy of the statistics: ``{"<key>_sum", "<key>_ssq", "<key>_count"}`` per key."""
+        return {k: v.clone() for k, v in self._stats.items()}
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Copy ``state_dict`` into the (shared) statistics, in place.
+
+        Raises:
+            KeyError: a key of the statistics is missing, or an unknown key is given.
+            SpecError: an entry's shape differs from the statistics' (key, expected and
+                received shapes named).
+        """
+        names = {f"{_name(k)}_{p}" for k in self.in_keys for p in _PARTS}
+        unknown = sorted(set(state_dict) - names)
+        if unknown:
+            raise KeyError(
+                f"VecNorm.load_state_dict: unexpected keys {unknown}; expected {sorted(names)}"
+            )
+        missing = sorted(names - set(state_dict))
+        if missing:
+            raise KeyError(f"VecNorm.load_state_dict: missing keys {missing}")
+        for key in self.in_keys:
+            if f"{_name(key)}_sum" not in self._stats:
+                self._alloc(key, torch.as_tensor(state_dict[f"{_name(key)}_sum"]).shape)
+        for name in sorted(names):
+            value, dst = torch.as_tensor(state_dict[name]), self._stats[name]
+            if value.shape != dst.shape:
+                raise SpecError(
+                    f"VecNorm.load_state_dict: {name!r}: expected shape {tuple(dst.shape)}, "
+                    f"received {tuple(value.shape)}"
+                )
+        for name in names:
+            self._stats[name].copy_(torch.as_tensor(state_dict[name]))
+
+    # -- transform ----------------------------------------------------------------------
+    def _out_spec(self, key: Any, spec: TensorSpec, batch_ndim: int) -> TensorSpec:
+        if not spec.dtype.is_floating_point:
+            raise SpecError(f"VecNorm: {key!r} must be floating point, received {spec.dtype}")
+        event = event_shape(spec, batch_ndim)
+        have = self._stats.get(f"{_name(key)}_sum")
+        if have is None:
+            self._alloc(key, event)
+        elif have.shape != event:
+            raise SpecError(
+                f"VecNorm: {key!r}: the statistics have shape {tuple(have.shape)} (expected "
+                f"event shape), the env's values have {tuple(event)} (received, batch dims "
+                f"{tuple(spec.shape[:batch_ndim])} excluded)"
+            )
+        return Unbounded(spec.shape, spec.device, spec.dtype)
+
+    def _observe_step(self) -> None:
+        for key, src_n, *_ in self._io:
+            if not self.frozen:
+                self._update(key, src_n)
+            self._refresh(key, src_n)
+
+    def _observe_reset(self, mask: torch.Tensor | None) -> None:
+        for key, _, _, src_r, _ in self._io:
+            if src_r is None:
+                continue
+            if not self.frozen:
+                self._update(key, src_r if mask is None else src_r[mask.to(src_r.device)])
+            self._refresh(key, src_r)
+
+    def _map(self, x: torch.Tensor, key: Any) -> torch.Tensor:
+        mean, std = self._cur[key]
+        return (x - mean) / std
+
+    def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
+        if rows is not None:
+            return super()._write(key, src, dst, rows)
+        mean, std = self._cur[key]
+        torch.sub(src, mean, out=dst)
+        dst.div_(std)
+        return None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the configuration and the (shared) statistics, not the env binding."""
+        state = self.__dict__.copy()
+        state["_owner"] = None
+        state["_cur"] = {}
+        for bound in ("_io", "_done"):
+            state.pop(bound, None)
+        return state
+
+    def __repr__(self) -> str:
+        return (
+            f"VecNorm(in_keys={self.in_keys}, decay={self.decay}, eps={self.eps}, "
+            f"frozen={self.frozen})"
+        )
