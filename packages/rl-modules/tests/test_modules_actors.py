@@ -208,3 +208,24 @@ def test_actor_value_operator_shares_the_trunk():
     assert wrapper.get_policy_operator() is policy and wrapper.get_value_operator() is value
     with pytest.raises(TypeError, match="value_operator: expected a tensordict.nn module"):
         ActorValueOperator(trunk, policy, nn.Linear(8, 1))
+
+
+@pytest.mark.parametrize("dist", [TanhNormal, IndependentNormal, "categorical"])
+def test_the_collectors_fast_path_equals_tensordicts_forward(dist):
+    from tensordict.nn import ProbabilisticTensorDictSequential
+
+    if dist == "categorical":
+        head = TensorDictModule(nn.Linear(3, 4), ["observation"], ["logits"])
+        actor = ProbabilisticActor(head, ["logits"], distribution_class=torch.distributions.Categorical,
+                                   return_log_prob=True)
+    else:
+        actor = _gaussian_actor(None, dist=dist)
+    obs = _obs()
+    with set_exploration_type(ExplorationType.RANDOM), torch.no_grad():
+        torch.manual_seed(7)
+        fast = actor(obs.clone())
+        torch.manual_seed(7)
+        generic = ProbabilisticTensorDictSequential.forward(actor, obs.clone())
+    assert actor._lean
+    for key in ("action", "sample_log_prob"):
+        torch.testing.assert_close(fast[key], generic[key])

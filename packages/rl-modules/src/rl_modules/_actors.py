@@ -15,10 +15,13 @@ from rl_envs import Bounded, Composite
 from rl_profiling import profiled
 from tensordict import TensorDictBase
 from tensordict.nn import (
+    CompositeDistribution,
+    InteractionType,
     ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
     TensorDictModule,
     TensorDictModuleBase,
+    interaction_type,
 )
 from torch import nn
 
@@ -218,8 +221,15 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         kwargs["distribution_kwargs"] = _resolve_dist_kwargs(
             kwargs.get("distribution_class"), dict(dist_kwargs), spec
         )
-        super().__init__(module, ProbabilisticTensorDictModule(in_keys, out_keys, **kwargs))
+        prob = ProbabilisticTensorDictModule(in_keys, out_keys, **kwargs)
+        super().__init__(module, prob)
         self._guard = SpecGuard(spec, out_keys, safe)
+        # the collector's path (exploration on, one sample, no generator) skips the
+        # generic machinery of ProbabilisticTensorDictModule.forward; anything else uses it
+        self._sample_key = out_keys[0]
+        self._lean = (len(out_keys) == 1 and prob.num_samples is None
+                      and kwargs.get("generator") is None
+                      and not issubclass(prob.distribution_class, CompositeDistribution))
 
     @property
     def spec(self) -> dict[Any, Any]:
@@ -228,8 +238,26 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
 
     @profiled("ProbabilisticActor.forward")
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
-        out = super().forward(tensordict, *args, **kwargs)
+        prob = self.module[-1]
+        if self._lean and not args and not kwargs and (
+            (interaction_type() or prob.default_interaction_type) is InteractionType.RANDOM
+        ):
+            out = self._sample(tensordict, prob)
+        else:
+            out = super().forward(tensordict, *args, **kwargs)
         return self._guard(out) if self._guard.active else out
+
+    def _sample(self, tensordict: TensorDictBase, prob: ProbabilisticTensorDictModule) -> TensorDictBase:
+        """What ``ProbabilisticTensorDictModule`` does under ``RANDOM`` for one sample:
+        a (reparameterised where possible) draw, and its log-prob when asked."""
+        for module in self.module[:-1]:
+            tensordict = module(tensordict)
+        dist = prob.get_dist(tensordict)
+        value = dist.rsample() if dist.has_rsample else dist.sample()
+        tensordict.set(self._sample_key, value)
+        if prob.return_log_prob:
+            tensordict.set(prob.log_prob_key, dist.log_prob(value))
+        return tensordict
 
 
 def as_module(module: Any, in_keys: Sequence[Any], out_keys: Sequence[Any]) -> TensorDictModuleBase:

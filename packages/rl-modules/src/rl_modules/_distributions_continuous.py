@@ -109,16 +109,21 @@ class TanhNormal(D.Distribution):
 
     # -- sampling --------------------------------------------------------------------------
     def _squash(self, u: torch.Tensor) -> torch.Tensor:
-        y = torch.tanh(u)
+        y = torch.tanh(u)  # its backward reads y: never modified in place
         if self._safe:
             one = 1.0 - torch.finfo(y.dtype).eps
-            y = y.clamp(-one, one)
-        return self._mid + self._half * y
+            y = y.clamp(-one, one)  # a new tensor (clamp's backward reads its input)
+        half, mid = self._half, self._mid
+        if isinstance(half, torch.Tensor) or isinstance(mid, torch.Tensor) or not self._safe:
+            return mid + half * y
+        if half != 1.0:  # floats after the clamp: in place, and nothing at all for [-1, 1]
+            y = y.mul_(half)
+        return y.add_(mid) if mid != 0.0 else y
 
     def rsample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
         eps = torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
-        u = self.loc + self.scale * eps
+        u = torch.addcmul(self.loc, self.scale, eps)
         a = self._squash(u)
         self._last = (a, u, eps)
         return a
@@ -140,19 +145,24 @@ class TanhNormal(D.Distribution):
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         u, z = self._pre_tanh(value)
-        log_normal = -0.5 * z * z - self.scale.log() - _HALF_LOG_2PI
-        log_det = 2.0 * (_LOG_2 - u - torch.nn.functional.softplus(-2.0 * u))
+        # log N(u) - log(1 - tanh(u)^2) - log h
+        #   = 2 (u + softplus(-2u)) - (z^2 / 2 + log scale) - (log(2 pi) / 2 + 2 log 2 + log h)
+        quad = torch.addcmul(self.scale.log(), z, z, value=0.5)
+        lp = torch.nn.functional.softplus(-2.0 * u).add_(u).mul_(2.0).sub_(quad)
         if isinstance(self._half, torch.Tensor):
-            log_det = log_det + self._half.log()
-        elif self._half != 1.0:
-            log_det = log_det + math.log(self._half)
-        lp = log_normal - log_det
+            lp = lp - self._half.log()
+        const = _HALF_LOG_2PI + 2.0 * _LOG_2
+        if not isinstance(self._half, torch.Tensor) and self._half != 1.0:
+            const += math.log(self._half)
+        lp = lp.sub_(const)
         nd = len(self.event_shape)
         return lp.sum(tuple(range(-nd, 0))) if nd else lp
 
     @property
     def deterministic_sample(self) -> torch.Tensor:
-        return self._mid + self._half * torch.tanh(self.loc)
+        a = self._mid + self._half * torch.tanh(self.loc)
+        self._last = (a, self.loc, torch.zeros_like(self.loc))  # its log-prob: u = loc, z = 0
+        return a
 
     @property
     def mode(self) -> torch.Tensor:

@@ -153,3 +153,9 @@ class QValueActor(TensorDictSequential):
     @property
     def spec(self) -> Any:
         return self.module[-1].spec
+
+    def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
+        if args or kwargs:
+            return super().forward(tensordict, *args, **kwargs)
+        # the network, then the greedy choice: two calls, without the sequence's key plumbing
+        return self.module[1](self.module[0](tensordict))
