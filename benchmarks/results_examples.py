@@ -61,6 +61,21 @@ EXAMPLES: dict[str, dict] = {
         "published": "SB3 `SAC` (RL Zoo, 20k steps): -176.33 ± 101.55 "
                      "([sb3/sac-Pendulum-v1](https://huggingface.co/sb3/sac-Pendulum-v1))",
     },
+    "ppo_mujoco": {
+        "task": "Hopper-v5", "threshold": 1500.0, "budget": 1_000_000,
+        "published": "CleanRL `ppo_continuous_action.py` has the same defaults; its Hopper curves: "
+                     "[CleanRL PPO docs](https://docs.cleanrl.dev/rl-algorithms/ppo/)",
+    },
+    "sac_mujoco": {
+        "task": "HalfCheetah-v5", "threshold": 3000.0, "budget": 100_000,
+        "published": "CleanRL `sac_continuous_action.py` has nearly the same defaults; its HalfCheetah "
+                     "curves: [CleanRL SAC docs](https://docs.cleanrl.dev/rl-algorithms/sac/)",
+    },
+    "ppo_atari": {
+        "task": "ALE/Breakout-v5", "threshold": 10.0, "budget": 2_000_000,
+        "published": "CleanRL `ppo_atari.py` has the same defaults; its Breakout curves (10M frames): "
+                     "[CleanRL PPO docs](https://docs.cleanrl.dev/rl-algorithms/ppo/)",
+    },
 }
 
 
@@ -176,6 +191,14 @@ def _frames_to_target(record: dict) -> str:
     return "not reached" if record["frames_to_threshold"] is None else f"{record['frames_to_threshold']:,}"
 
 
+def peers_section() -> list[str]:
+    """The race against Stable-Baselines3 (``compare_peers.py``), quoted from its results file."""
+    from peers_docs import section_from_file  # benchmarks/peers_docs.py, this script's sibling
+
+    section = section_from_file()
+    return [section, ""] if section else []
+
+
 def render(records: list[dict], argv: list[str]) -> str:
     by_name = {name: sorted((r for r in records if r["example"] == name), key=lambda r: r["seed"])
                for name in EXAMPLES}
@@ -227,6 +250,7 @@ def render(records: list[dict], argv: list[str]) -> str:
           f"{r['mean_return']} | {_frames_to_target(r)} | "
           f"{r['seconds']} | {r['fps']} | {r.get('note', '')} |" for r in sorted(records, key=lambda r: (r['example'], r['seed']))],
         "",
+        *peers_section(),
         f"{RUNS_MARK}\n{json.dumps(records, indent=1)}\n-->",
         "",
     ]
