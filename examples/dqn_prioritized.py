@@ -57,8 +57,8 @@ from functools import partial
 import torch
 from rl_collectors import MultiSyncCollector
 from rl_envs import GymEnv, RewardSum, TransformedEnv
-from rl_objectives import DQNLoss, HardUpdate
 from rl_modules import MLP, EGreedyModule, QValueActor
+from rl_objectives import DQNLoss, HardUpdate
 from rl_profiling import Timing
 from rl_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
 from tensordict.nn import TensorDictSequential

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 from rl_collectors import Collector
 from rl_envs import GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
 from rl_profiling import Timing
-from rl_modules import MLP, ProbabilisticActor, ValueOperator
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from tensordict.nn import TensorDictModule
 from torch import nn

@@ -22,9 +22,9 @@ from collections import deque
 import torch
 from rl_collectors import Collector
 from rl_envs import DoubleToFloat, GymEnv, RewardSum, TransformedEnv
+from rl_modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
 from rl_objectives import SACLoss, SoftUpdate
 from rl_profiling import Timing
-from rl_modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
 from rl_replay import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
 from tensordict.nn import TensorDictModule
 from torch import nn

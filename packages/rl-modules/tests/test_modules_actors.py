@@ -6,12 +6,12 @@ import pytest
 import torch
 from rl_envs import Binary, Bounded, Categorical, Composite, MultiCategorical, OneHot, Unbounded
 from rl_modules import (
+    MLP,
     ActionSpecError,
     Actor,
     ActorCriticWrapper,
     ActorValueOperator,
     ExplorationType,
-    MLP,
     IndependentNormal,
     MaskedCategorical,
     OneHotCategorical,
@@ -158,7 +158,7 @@ def test_probabilistic_actor_refuses_a_plain_network():
 def test_value_operator_and_deterministic_actor_keys():
     v = ValueOperator(MLP(in_features=5, out_features=1, depth=1), in_keys=["observation", "action"])
     td = v(TensorDict(observation=torch.randn(B, 3), action=torch.randn(B, 2), batch_size=[B]))
-    assert v.out_keys == ["state_action_value"] and "state_action_value" in td.keys()
+    assert v.out_keys == ["state_action_value"] and "state_action_value" in td
     actor = Actor(nn.Linear(3, 2), spec=Bounded(-1.0, 1.0, shape=(2,)), safe=True)
     assert bool((actor(TensorDict(observation=99 * torch.ones(B, 3), batch_size=[B]))["action"].abs() <= 1).all())
 

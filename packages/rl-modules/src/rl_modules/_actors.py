@@ -23,7 +23,6 @@ from tensordict.nn import (
     TensorDictModuleBase,
     interaction_type,
 )
-from torch import nn
 
 from rl_modules._distributions_continuous import TanhNormal, TruncatedNormal
 from rl_modules._spec_guard import SpecGuard, event_spec
@@ -258,12 +257,3 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         if prob.return_log_prob:
             tensordict.set(prob.log_prob_key, dist.log_prob(value))
         return tensordict
-
-
-def as_module(module: Any, in_keys: Sequence[Any], out_keys: Sequence[Any]) -> TensorDictModuleBase:
-    """``module`` itself if it is a tensordict module, else wrapped in one."""
-    if isinstance(module, TensorDictModuleBase):
-        return module
-    if isinstance(module, nn.Module) or callable(module):
-        return TensorDictModule(module, list(in_keys), list(out_keys))
-    raise TypeError(f"module: expected an nn.Module or a tensordict module, received {type(module).__name__}")

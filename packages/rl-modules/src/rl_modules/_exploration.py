@@ -17,7 +17,12 @@ import torch
 from rl_envs import Composite
 from rl_profiling import profiled
 from tensordict import TensorDictBase
-from tensordict.nn import InteractionType, TensorDictModuleBase, interaction_type, set_interaction_type
+from tensordict.nn import (
+    InteractionType,
+    TensorDictModuleBase,
+    interaction_type,
+    set_interaction_type,
+)
 
 from rl_modules._spec_guard import event_spec
 

@@ -23,7 +23,7 @@ _SPACES = ("categorical", "one-hot")
 def _action_space(action_space: str | None, spec: Any) -> str:
     """``"categorical"`` or ``"one-hot"``, from the argument or from the action spec."""
     if isinstance(spec, Composite):
-        spec = spec["action"] if "action" in spec else None
+        spec = spec.get("action")
     if action_space is None:
         if isinstance(spec, OneHot):
             return "one-hot"
@@ -80,7 +80,7 @@ class QValueModule(TensorDictModuleBase):
     ) -> None:
         super().__init__()
         self.action_space = _action_space(action_space, spec)
-        leaf = spec["action"] if isinstance(spec, Composite) and "action" in spec else spec
+        leaf = spec.get("action") if isinstance(spec, Composite) else spec
         if leaf is not None and not isinstance(leaf, (Categorical, OneHot)):
             raise ValueError(f"spec: expected a Categorical or OneHot action spec, received {leaf!r}")
         self.spec = None if leaf is None else event_spec(leaf)
