@@ -19,6 +19,11 @@
     ours: the same envs through the pixel pipeline ``ToTensorImage(dtype=uint8)`` (layout
     only) + ``GrayScale`` + ``Resize(84, 84)`` + ``CatFrames(4)``, on the collector's fast
     path (no storage). Target: <= 25% on top of the raw steps, i.e. a ratio >= 0.8.
+    Run with ``PIXEL_THREADS`` (1) torch threads, stated in the rows: the pipeline's ops
+    are ~0.1-1 MB each, where a second intra-op thread costs more CPU time than it saves
+    (and, on a loaded machine, waits for a core). The per-transform rows time each
+    transform's ``on_step`` after a raw step, in ms per step of the 8 envs (``limit``: the
+    raw ``GymEnv`` step; ``ratio``: the share of it), the minimum over the steps.
 
 Each figure is the median of ``REPEATS`` rounds; a round times every side back to back
 and a ratio is the median of the per-round ratios, so every side sees the same load. Steps are counted per sub-env. The ratios use the CPU time of this process
@@ -49,6 +54,7 @@ BIG_ENVS, BIG_STEPS = 4096, 100
 ALE_ENVS, ALE_STEPS = 8, 200
 MUJOCO_ENVS, MUJOCO_STEPS = 8, 300
 PIXEL_STEPS = 100
+PIXEL_THREADS = 1
 SLOW_REPEATS = 9  # the ALE and MuJoCo rows: each round takes about a second per side
 
 gym.register_envs(ale_py)
@@ -221,13 +227,47 @@ def bench_mujoco() -> list[dict]:
     return _rows(f"(d) MuJoCo HalfCheetah sync x{MUJOCO_ENVS}", best, 0.85)
 
 
+def _pixel_pipeline() -> Compose:
+    return Compose(ToTensorImage(dtype=torch.uint8), GrayScale(), Resize(84, 84), CatFrames(4))
+
+
+def _per_transform(label: str, steps: int = 300) -> list[dict]:
+    """Each transform's ``on_step`` timed after a raw step (ms per step, min over steps)."""
+    env = TransformedEnv(GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync"), _pixel_pipeline())
+    env.set_seed(0)
+    env._fast_reset()
+    draws = env.action_spec.rand((steps,), generator=env._rng)
+    cost: dict[str, list[float]] = {"raw": []}
+    try:
+        for t in range(steps):
+            start = time.perf_counter()
+            env.base_env._fast_step(draws[t])
+            cost["raw"].append(time.perf_counter() - start)
+            for transform in env.transform:
+                start = time.perf_counter()
+                transform.on_step()  # a done sub-env: the base env has reset it already
+                cost.setdefault(type(transform).__name__, []).append(time.perf_counter() - start)
+    finally:
+        env.close()
+    raw = min(cost.pop("raw")) * 1e3
+    rows = [{"figure": f"{label}: raw GymEnv step, ms per step", "value": raw, "unit": "ms", "limit": raw, "ratio": 1.0}]
+    for name, times in cost.items():
+        ms = min(times) * 1e3
+        rows.append({"figure": f"{label}: {name}.on_step, ms per step / raw", "value": ms, "unit": "ms", "limit": raw, "ratio": ms / raw})
+    return rows
+
+
 def bench_pixels() -> list[dict]:
-    plain = gym.make_vec("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync")
-    pipeline = Compose(ToTensorImage(dtype=torch.uint8), GrayScale(), Resize(84, 84), CatFrames(4))
-    base = GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync")
-    best = _side_by_side(plain, TransformedEnv(base, pipeline), PIXEL_STEPS)
-    label = f"(e) 8 single ALE envs + GrayScale/Resize/CatFrames x{ALE_ENVS}"
-    return _rows(label, best, 0.8, on="fast")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(PIXEL_THREADS)
+    try:
+        plain = gym.make_vec("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync")
+        base = GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync")
+        best = _side_by_side(plain, TransformedEnv(base, _pixel_pipeline()), PIXEL_STEPS)
+        label = f"(e) 8 single ALE envs + GrayScale/Resize/CatFrames x{ALE_ENVS}, {PIXEL_THREADS} torch thread"
+        return _rows(label, best, 0.8, on="fast") + _per_transform(label)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def run() -> list[dict]:

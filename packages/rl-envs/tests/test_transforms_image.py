@@ -92,6 +92,18 @@ def test_to_tensor_image_keeps_uint8_and_grayscale_frames():
     check_env_specs(hw, steps=6)
 
 
+def test_layout_only_to_tensor_image_is_a_view_bound_once():
+    # uint8 kept: the output is the permuted input leaf itself (no copy, no per-step work)
+    env = TransformedEnv(PixelEnv(2, (6, 5, 3)), ToTensorImage(dtype=torch.uint8))
+    env.reset()
+    root, nxt = env._own_buffers()
+    base_root, base_next = env.base_env._buffers()
+    for out, raw in ((root, base_root), (nxt, base_next)):
+        assert out["observation"].data_ptr() == raw["observation"].data_ptr()
+        assert out["observation"].shape == (2, 3, 6, 5)
+    check_env_specs(env, steps=6)
+
+
 def test_to_tensor_image_float_input_is_only_relaid():
     env = TransformedEnv(
         PixelEnv(2, (6, 5, 3), dtype=torch.float32), ToTensorImage(out_keys=["pixels"])

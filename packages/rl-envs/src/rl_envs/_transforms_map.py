@@ -5,7 +5,9 @@ An observation key is mapped at the root and under ``"next"``, a reward key unde
 the root equals ``"next"`` on every sub-env that is not done, so the root output is a copy
 of the ``"next"`` output and only the done rows (auto-reset, holding their reset
 observation) are mapped a second time. A map that is expensive (``Resize``) thus runs
-once per step, not twice.
+once per step, not twice. A map that is a view of its input (``ToTensorImage`` keeping
+uint8: a permutation of the dims) returns it from ``_alias``: the out leaf is that view
+of the input leaf, bound once, and the transform does no work at all per step.
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ def uniform_bounds(old: TensorSpec) -> tuple[Any, Any]:
     if isinstance(old, Bounded):
         return old.low.min().item(), old.high.max().item()
     return None, None
+
+
+def _with_leaf(td: TensorDictBase, key: Any, leaf: torch.Tensor) -> TensorDictBase:
+    """A shallow copy of ``td`` holding ``leaf`` (an existing tensor) at ``key``."""
+    out = td.copy()
+    out.set(key, leaf)
+    return out
 
 
 class MapTransform(Transform):
@@ -129,6 +138,12 @@ class MapTransform(Transform):
         for key, out in zip(self.in_keys, self.out_keys, strict=True):
             spec = self._out_specs[out]
             src_n, src_r = next.get(key), root.get(key) if key in root_keys else None
+            view = self._alias(src_n, key)
+            if view is not None:  # the map is a view of its input: no work per step
+                next = _with_leaf(next, out, view)
+                if src_r is not None:
+                    root = _with_leaf(root, out, self._alias(src_r, key))
+                continue
             next, dst_n = new_leaf(next, out, spec)
             dst_r = None
             if src_r is not None:
@@ -137,6 +152,10 @@ class MapTransform(Transform):
         done = next.get(DONE)
         self._done = done.reshape(done.shape[:-1])
         return root, next
+
+    def _alias(self, src: torch.Tensor, key: Any) -> torch.Tensor | None:
+        """The map of ``src`` when it is a view of ``src`` (then bound once), else None."""
+        return None
 
     def _observe_step(self) -> None:
         """Hook: runs at the start of ``on_step``."""
