@@ -5,13 +5,20 @@ batches; ``MultiSyncCollector`` / ``MultiAsyncCollector`` / ``AsyncCollector`` r
 Collectors in spawned worker processes with batches in shared memory;
 ``AsyncBatchedCollector`` steps envs independently around an inference server;
 ``RayCollector``, ``DistributedDataCollector`` / ``DistributedSyncDataCollector`` and
-``RPCDataCollector`` run Collectors on other processes or nodes.
+``RPCDataCollector`` run Collectors on other processes or nodes. Every collector derives
+from ``BaseCollector``.
+
+TorchRL's older names are aliases of the same classes (``isinstance`` works with either):
+``SyncDataCollector`` is ``Collector``, ``MultiSyncDataCollector`` is
+``MultiSyncCollector``, ``MultiaSyncDataCollector`` is ``MultiAsyncCollector``,
+``aSyncDataCollector`` is ``AsyncCollector`` and ``DataCollectorBase`` is ``BaseCollector``.
 """
 
 from __future__ import annotations
 
 from rl_collectors import weight_sync
 from rl_collectors._async_batched import AsyncBatchedCollector
+from rl_collectors._base import BaseCollector
 from rl_collectors._collector import Collector
 from rl_collectors._distributed import DistributedDataCollector, DistributedSyncDataCollector
 from rl_collectors._distributed_worker import serve_distributed_collector
@@ -29,26 +36,39 @@ from rl_collectors._rpc import RPCDataCollector
 from rl_collectors._traj import TrajCounter, split_trajectories
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
 
+# TorchRL's names before 0.14 (same objects)
+SyncDataCollector = Collector
+MultiSyncDataCollector = MultiSyncCollector
+MultiaSyncDataCollector = MultiAsyncCollector
+aSyncDataCollector = AsyncCollector
+DataCollectorBase = BaseCollector
+
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncBatchedCollector",
     "AsyncCollector",
+    "BaseCollector",
     "Collector",
     "CollectorClosedError",
     "CollectorError",
     "CollectorOptions",
+    "DataCollectorBase",
     "DistributedDataCollector",
     "DistributedSyncDataCollector",
     "MultiAsyncCollector",
     "MultiCollector",
     "MultiSyncCollector",
+    "MultiSyncDataCollector",
+    "MultiaSyncDataCollector",
     "RPCDataCollector",
     "RayCollector",
     "RayWeightUpdater",
+    "SyncDataCollector",
     "TrajCounter",
     "WorkerError",
     "__version__",
+    "aSyncDataCollector",
     "serve_distributed_collector",
     "split_trajectories",
     "submitit_delayed_launcher",

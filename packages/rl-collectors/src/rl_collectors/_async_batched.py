@@ -27,6 +27,7 @@ from tensordict import TensorDictBase
 from rl_collectors._async_args import check_async_args
 from rl_collectors._async_envs import ProcessEnvPool, ThreadEnvPool, make_env
 from rl_collectors._async_store import FrameStore, completed_trajectories
+from rl_collectors._base import BaseCollector
 from rl_collectors._inference_server import InferenceServer, flat
 from rl_collectors._keys import NEXT
 from rl_collectors._layout import nested
@@ -40,7 +41,7 @@ from rl_collectors._policy import (
 )
 from rl_collectors._profiling import ProfilingMixin
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
-from rl_collectors.weight_sync import VanillaWeightUpdater
+from rl_collectors.weight_sync import bind_updater
 
 __all__ = ["AsyncBatchedCollector"]
 
@@ -59,7 +60,7 @@ def _shutdown(state: dict) -> None:
         pool.close()
 
 
-class AsyncBatchedCollector(ProfilingMixin):
+class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
     """Many single envs stepping independently, one inference server batching their policy calls.
 
     Each env runs in its own worker (a thread or a spawned process) and steps as soon as
@@ -176,7 +177,7 @@ class AsyncBatchedCollector(ProfilingMixin):
         else:
             pool = ThreadEnvPool(fns, slots, envs)
         self._state["pool"] = pool
-        self.weight_updater = self.options.weight_updater or VanillaWeightUpdater(self.policy, source=policy)
+        self.weight_updater = bind_updater(self.options.weight_updater, self.policy, policy)
         forward = policy_forward(self.policy, self.options, self.policy_device)
         root, nxt = self._frame_templates(slots)
         store = FrameStore(root, nxt, self.frames_per_batch, self.num_envs)
@@ -372,11 +373,6 @@ class AsyncBatchedCollector(ProfilingMixin):
         self._finalizer()
         self._stop_profiling()
 
-    def __enter__(self) -> AsyncBatchedCollector:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()
 
     def __repr__(self) -> str:
         return (

@@ -10,6 +10,7 @@ import torch
 from rl_profiling import profiled, record
 from tensordict import TensorDictBase
 
+from rl_collectors._base import BaseCollector
 from rl_collectors._keys import DONE, NEXT, POLICY_VERSION, TRAJ_IDS
 from rl_collectors._layout import alloc_buffer, build_plans, make_pin, nested
 from rl_collectors._options import CollectorOptions
@@ -24,12 +25,12 @@ from rl_collectors._profiling import ProfilingMixin
 from rl_collectors._strategies import DevicePolicyActor, PolicyActor, RandomActor, TrajectoryLimit
 from rl_collectors._traj import TrajCounter
 from rl_collectors.exceptions import CollectorClosedError
-from rl_collectors.weight_sync import VanillaWeightUpdater, WeightUpdaterBase
+from rl_collectors.weight_sync import WeightUpdaterBase, bind_updater
 
 __all__ = ["Collector"]
 
 
-class Collector(ProfilingMixin):
+class Collector(BaseCollector, ProfilingMixin):
     """Collect ``[*env.batch_size, T]`` batches from one batched env with one policy.
 
     Iterate over it to get batches until ``total_frames`` frames were collected (exactly:
@@ -95,7 +96,7 @@ class Collector(ProfilingMixin):
         self._source_policy = policy
         self.policy = prepare_policy(policy, self.env, self.policy_device)
         self._random_only = policy is None  # every batch from RandomActor (no RandomPolicy call per step)
-        self.weight_updater: WeightUpdaterBase = opts.weight_updater or VanillaWeightUpdater(self.policy, source=policy)
+        self.weight_updater: WeightUpdaterBase = bind_updater(opts.weight_updater, self.policy, policy)
         self._build(shared=False)
         self.frames = 0
         self.iterations = 0
@@ -363,11 +364,6 @@ class Collector(ProfilingMixin):
         self._stop_profiling()
         self.env.close()
 
-    def __enter__(self) -> Collector:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()
 
     def __repr__(self) -> str:
         return (

@@ -16,9 +16,11 @@ import torch
 from rl_profiling import Timing
 from tensordict import TensorDictBase
 
+from rl_collectors._base import BaseCollector
 from rl_collectors._collector import Collector
 from rl_collectors._options import CollectorOptions
 from rl_collectors._profiling import WorkersProfilingMixin
+from rl_collectors._worker import call_name
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
 from rl_collectors.weight_sync import weights_of
 
@@ -34,7 +36,7 @@ def _concat(batches: list[TensorDictBase]) -> TensorDictBase:
     return torch.stack(batches, 0)
 
 
-class RemoteCollectorBase(WorkersProfilingMixin):
+class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
     """Shared schedule and commands of the collectors whose sub-collectors live elsewhere."""
 
     kind = "worker"
@@ -191,14 +193,19 @@ class RemoteCollectorBase(WorkersProfilingMixin):
         """Call a function on every collector; collector ``i`` gets ``list_of_args[i]``.
 
         Args:
-            name: a collector method name (``"set_seed"``), a dotted path
-                (``"os.getpid"``) or a picklable callable.
+            name: a collector method name (``"set_seed"``), a public function of
+                ``rl_profiling`` by its bare name (``"set_profiling_enabled"``), a dotted
+                path (``"os.getpid"``) or a picklable callable.
             list_of_args: one entry per collector: a tuple of positional arguments (a
                 non-tuple value is passed as the single argument).
 
         Returns:
             The return values, in collector order.
+
+        Raises:
+            ValueError: ``name`` names nothing (checked here: no collector is called).
         """
+        name = call_name(name, self.collector_class)
         if len(list_of_args) != self.num_collectors:
             raise ValueError(f"map_fn: list_of_args: expected {self.num_collectors} entries (one per collector), "
                              f"got {len(list_of_args)}")
@@ -233,11 +240,6 @@ class RemoteCollectorBase(WorkersProfilingMixin):
         if not getattr(self, "_closed", True):
             self.shutdown()
 
-    def __enter__(self) -> RemoteCollectorBase:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(num_collectors={self.num_collectors}, sync={self.sync}, "

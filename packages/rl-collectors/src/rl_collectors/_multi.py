@@ -17,10 +17,12 @@ import torch
 from rl_profiling import Timing
 from tensordict import TensorDictBase
 
+from rl_collectors._base import BaseCollector
+from rl_collectors._collector import Collector
 from rl_collectors._options import CollectorOptions
 from rl_collectors._profiling import WorkersProfilingMixin
 from rl_collectors._schedules import AsyncSchedule, SyncSchedule
-from rl_collectors._worker import InProcessWorker, ProcessWorker, WorkerSpec
+from rl_collectors._worker import InProcessWorker, ProcessWorker, WorkerSpec, call_name
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
 from rl_collectors.weight_sync import MultiProcessedWeightUpdater, weights_of
 
@@ -29,13 +31,51 @@ __all__ = ["AsyncCollector", "MultiAsyncCollector", "MultiCollector", "MultiSync
 _MAIN_SIDE = ("postproc", "replay_buffer", "post_collect_hook", "split_trajs", "weight_updater")
 
 
+def _check_one_env_per_worker(num_workers_per_collector: Any) -> None:
+    """TorchRL's ``num_workers_per_collector``: we run one env constructor per worker."""
+    if num_workers_per_collector != 1 or isinstance(num_workers_per_collector, bool):
+        raise ValueError(
+            f"num_workers_per_collector: expected 1 (one env constructor per worker), got "
+            f"{num_workers_per_collector!r}; for more sub-envs per worker make each "
+            "constructor return a batched env (GymEnv(..., num_envs=N) or ParallelEnv(N, make_env)), "
+            "or pass more constructors in create_env_fns"
+        )
+
+
+def _shared_updater(given: Any, policy: Any) -> MultiProcessedWeightUpdater | None:
+    """The updater whose shared weights the workers read: the user's, bound, or ours."""
+    if given is None:
+        if isinstance(policy, torch.nn.Module) and weights_of(policy) is not None:
+            return MultiProcessedWeightUpdater(policy)
+        return None
+    if not isinstance(given, MultiProcessedWeightUpdater):
+        raise ValueError(
+            f"weight_updater: expected a MultiProcessedWeightUpdater (or None) for worker "
+            f"processes, got {type(given).__name__}, which only updates a policy in this "
+            "process; the default (None) shares the policy's weights with the workers"
+        )
+    given.bind(None, source=policy)
+    return given
+
+
 def _close_workers(workers: list[Any]) -> None:
     """Finalizer: close every worker (bounded); safe to call twice."""
     while workers:
         workers.pop().close()
 
 
-class MultiCollector(WorkersProfilingMixin):
+def _keep_alive_error(failed: dict[int, WorkerError], worker: Any, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``; a command error of a live worker goes into ``failed``, not up."""
+    try:
+        return fn(*args)
+    except WorkerError as err:
+        if not err.alive:
+            raise
+        failed[worker.idx] = err
+        return None
+
+
+class MultiCollector(BaseCollector, WorkersProfilingMixin):
     """Run one :class:`~rl_collectors.Collector` per env constructor in worker processes.
 
     ``sync=True``: each batch holds ``frames_per_batch`` frames split evenly over the
@@ -59,14 +99,23 @@ class MultiCollector(WorkersProfilingMixin):
         num_threads: ``torch.set_num_threads`` in each worker (``None``: leave it).
         filter_warnings_subprocess: ignore warnings in the worker processes (the
             default: optional dependencies warn once per process); ``False`` shows them.
+        num_workers_per_collector: TorchRL's number of env copies each worker's
+            collector runs; only ``1`` (one env constructor per worker: make that env
+            batched, e.g. ``GymEnv(..., num_envs=N)``, for more sub-envs per worker).
         **options: the :class:`~rl_collectors.CollectorOptions`; ``postproc``,
             ``replay_buffer``, ``post_collect_hook`` and ``split_trajs`` run here, the
             rest in the workers. ``init_random_frames`` counts the frames of all workers
             (each worker collects its share, rounded up): with ``sync``, a batch is
             random exactly when the frames collected before it are below it.
+            ``weight_updater`` may be a
+            :class:`~rl_collectors.weight_sync.MultiProcessedWeightUpdater` (built with
+            or without a source): it then carries the weights to the workers; an
+            updater that cannot reach other processes is refused.
 
     Raises:
-        ValueError: a bad argument (e.g. frames not divisible by workers x sub-envs).
+        ValueError: a bad argument (e.g. frames not divisible by workers x sub-envs,
+            ``num_workers_per_collector`` other than 1, a ``weight_updater`` that cannot
+            reach worker processes).
         WorkerError: a worker failed to start (its index and traceback are in the message).
 
     Examples:
@@ -94,8 +143,10 @@ class MultiCollector(WorkersProfilingMixin):
         start_timeout: float = 120.0,
         num_threads: int | None = 1,
         filter_warnings_subprocess: bool = True,
+        num_workers_per_collector: int = 1,
         **options: Any,
     ) -> None:
+        _check_one_env_per_worker(num_workers_per_collector)
         fns = list(create_env_fns) if isinstance(create_env_fns, Sequence) else None
         if not fns:
             raise ValueError(f"create_env_fns: expected a non-empty list of env constructors, got {create_env_fns!r}")
@@ -111,7 +162,7 @@ class MultiCollector(WorkersProfilingMixin):
         self._closed = False
         self._workers: list[Any] = []
         self._finalizer = weakref.finalize(self, _close_workers, self._workers)
-        self.weight_updater = self._make_updater(policy)
+        self.weight_updater = _shared_updater(self.options.weight_updater, policy)
         worker_opts = {k: v for k, v in options.items() if k not in _MAIN_SIDE}
         if worker_opts.get("init_random_frames"):  # a total, like total_frames: a share each
             worker_opts["init_random_frames"] = -(-worker_opts["init_random_frames"] // self.num_workers)
@@ -122,11 +173,6 @@ class MultiCollector(WorkersProfilingMixin):
         except BaseException:
             self.shutdown()
             raise
-
-    def _make_updater(self, policy: Any) -> MultiProcessedWeightUpdater | None:
-        if isinstance(policy, torch.nn.Module) and weights_of(policy) is not None:
-            return MultiProcessedWeightUpdater(policy)
-        return None
 
     def _start(self, fns: list, policy: Any, per_worker: int, opts: dict, in_process: bool, threads: Any, timeout: float) -> None:
         weights = None
@@ -166,29 +212,47 @@ class MultiCollector(WorkersProfilingMixin):
 
     # -- commands to every worker ----------------------------------------------------------
     def _broadcast(self, cmd: str, payloads: Sequence[Any], workers: Sequence[int] | None = None) -> list[Any]:
-        """Send one command to the selected workers and gather their replies, in order."""
+        """Send one command to the selected workers and gather their replies, in order.
+
+        A worker that died or hung shuts the collector down. A command that raised in a
+        worker that keeps serving (``err.alive``) is re-raised after every other reply
+        was read, so the collector stays usable.
+        """
         self._check_open()
         selected = [self._workers[i] for i in (range(self.num_workers) if workers is None else workers)]
+        failed: dict[int, WorkerError] = {}
         try:
             for worker, payload in zip(selected, payloads, strict=True):
-                worker.send(cmd, payload)
-            return [worker.recv_reply(self.timeout) for worker in selected]
+                _keep_alive_error(failed, worker, worker.send, cmd, payload)
+            replies = [_keep_alive_error(failed, w, w.recv_reply, self.timeout)
+                       for w in selected if w.idx not in failed]
         except WorkerError:
             self.shutdown()
             raise
+        if failed:
+            raise failed[min(failed)]
+        return replies
 
     def map_fn(self, name: Any, list_of_args: Sequence[Any]) -> list[Any]:
         """Call a function in every worker; worker ``i`` gets ``list_of_args[i]``.
 
         Args:
-            name: a Collector method name (``"set_seed"``), a dotted path
-                (``"rl_profiling.set_profiling_enabled"``) or a picklable callable.
+            name: a Collector method name (``"set_seed"``), a public function of
+                ``rl_profiling`` by its bare name (``"set_profiling_enabled"``), a
+                dotted path (``"rl_profiling.set_profiling_enabled"``) or a picklable
+                callable.
             list_of_args: one entry per worker: a tuple of positional arguments (a
                 non-tuple value is passed as the single argument).
 
         Returns:
             The workers' return values, in worker order.
+
+        Raises:
+            ValueError: ``name`` names nothing (checked here: no worker is called).
+            WorkerError: the call raised in a worker (with its traceback); the workers
+                keep running and the collector stays usable.
         """
+        name = call_name(name, Collector)
         if len(list_of_args) != self.num_workers:
             raise ValueError(f"map_fn: expected {self.num_workers} argument entries (one per worker), got {len(list_of_args)}")
         args = [a if isinstance(a, tuple) else (a,) for a in list_of_args]
@@ -238,11 +302,6 @@ class MultiCollector(WorkersProfilingMixin):
         self._closed = True
         self._finalizer()
 
-    def __enter__(self) -> MultiCollector:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.shutdown()
 
     def __repr__(self) -> str:
         return (

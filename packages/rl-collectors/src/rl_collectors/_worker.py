@@ -33,7 +33,8 @@ from rl_collectors.exceptions import WorkerError
 from rl_collectors.weight_sync import SharedWeightsReader
 
 __all__ = [
-    "InProcessWorker", "ProcessWorker", "WorkerRuntime", "WorkerSpec", "bind_hosted", "resolve_call", "worker_main",
+    "InProcessWorker", "ProcessWorker", "WorkerRuntime", "WorkerSpec", "bind_hosted", "call_name",
+    "resolve_call", "worker_main",
 ]
 
 _POLL = 0.2  # seconds between liveness checks while waiting
@@ -111,15 +112,48 @@ class WorkerRuntime:
         self.collector.shutdown()
 
 
+def call_name(name: Any, collector_class: Any = None) -> Any:
+    """Check ``map_fn``'s ``name`` in the main process; return what to send the workers.
+
+    A callable is sent as is; a method of ``collector_class`` by name; a bare public
+    function of ``rl_profiling`` (``"set_profiling_enabled"``, as the docs write it) as
+    its dotted path; a dotted ``"module.function"`` path after checking it imports here.
+
+    Raises:
+        ValueError: ``name`` is none of these (nothing was sent: the workers keep running).
+    """
+    if callable(name):
+        return name
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"map_fn: name: expected a method name, a 'module.function' path or a "
+                         f"callable, got {name!r}")
+    if collector_class is not None and hasattr(collector_class, name):
+        return name
+    if "." not in name:
+        import rl_profiling
+
+        if name in rl_profiling.__all__ and callable(getattr(rl_profiling, name)):
+            return f"rl_profiling.{name}"
+        owner = "collector" if collector_class is None else collector_class.__name__
+        raise ValueError(f"map_fn: name: {name!r} is neither a {owner} method, an rl_profiling "
+                         "function nor a 'module.function' path (no worker was called)")
+    module, _, attr = name.rpartition(".")
+    try:
+        found = callable(getattr(importlib.import_module(module), attr, None))
+    except ImportError as err:
+        raise ValueError(f"map_fn: name: cannot import {module!r} for {name!r}: {err}") from None
+    if not found:
+        raise ValueError(f"map_fn: name: {module!r} has no function {attr!r}")
+    return name
+
+
 def resolve_call(collector: Any, name: Any) -> Any:
-    """``map_fn``'s target: a collector method name, a dotted ``module.function`` path, or a callable."""
+    """``map_fn``'s target in a worker: a collector method, a function or a callable."""
     if callable(name):
         return name
     if hasattr(collector, name):
         return getattr(collector, name)
-    module, _, attr = str(name).rpartition(".")
-    if not module:
-        raise AttributeError(f"map_fn: {name!r} is neither a Collector method nor a 'module.function' path")
+    module, _, attr = call_name(name).rpartition(".")
     return getattr(importlib.import_module(module), attr)
 
 
@@ -211,8 +245,8 @@ class ProcessWorker:
                     kind, payload = self.conn.recv()
                 except (EOFError, OSError):
                     raise WorkerError(self.idx, f"died ({self._status()})") from None
-                if kind == "error":
-                    raise WorkerError(self.idx, "raised", payload)
+                if kind == "error":  # the worker caught it and keeps serving
+                    raise WorkerError(self.idx, "raised", payload, alive=expect != "ready")
                 if kind == "batch" and expect != "batch":
                     self.batches.append(payload)  # an async batch that arrived first
                     continue
@@ -276,7 +310,7 @@ class InProcessWorker:
         try:
             kind, result = self.runtime.handle(cmd, payload)
         except Exception as err:
-            raise WorkerError(self.idx, "raised", traceback.format_exc()) from err
+            raise WorkerError(self.idx, "raised", traceback.format_exc(), alive=True) from err
         (self.batches if kind == "batch" else self.replies).append(result)
 
     def recv_reply(self, timeout: float) -> Any:

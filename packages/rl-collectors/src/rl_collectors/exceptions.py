@@ -20,15 +20,20 @@ class WorkerError(CollectorError):
         worker_idx: index of the worker in the collector's list of env constructors.
         remote_traceback: the worker's formatted traceback, or ``None`` when it died
             without one (killed, segfault) or timed out.
+        alive: ``True`` when a command (``map_fn``, ``set_seed``, ...) raised in a worker
+            that is still running and serving: the collector stays usable.
     """
 
-    def __init__(self, worker_idx: int, message: str, remote_traceback: str | None = None):
+    def __init__(self, worker_idx: int, message: str, remote_traceback: str | None = None,
+                 alive: bool = False):
         self.worker_idx = worker_idx
         self.remote_traceback = remote_traceback
+        self.alive = alive
         text = f"worker {worker_idx}: {message}"
         if remote_traceback:
             text += f"\n--- traceback in worker {worker_idx} ---\n{remote_traceback}"
         super().__init__(text)
 
     def __reduce__(self):  # keep the fields when the error crosses a process boundary
-        return (type(self), (self.worker_idx, self.args[0], self.remote_traceback))
+        message = self.args[0].partition(": ")[2].split("\n--- traceback in worker")[0]
+        return (type(self), (self.worker_idx, message, self.remote_traceback, self.alive))

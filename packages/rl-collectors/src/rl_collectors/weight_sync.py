@@ -9,7 +9,10 @@
 - :class:`SharedWeightsReader`: the worker's side of it.
 
 Every updater counts versions, so a batch can be tagged with the version that produced
-it (``("collector", "policy_version")``).
+it (``("collector", "policy_version")``). As in TorchRL, an updater may be built without
+arguments (``VanillaWeightUpdater()``) and handed to a collector (``weight_updater=``),
+which binds it to its policy (:meth:`WeightUpdaterBase.bind`); ``update_weights`` is
+TorchRL's name of ``push``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "SharedWeightsReader",
     "VanillaWeightUpdater",
     "WeightUpdaterBase",
+    "bind_updater",
     "weights_of",
 ]
 
@@ -47,6 +51,9 @@ def weights_of(policy_or_weights: Any) -> TensorDictBase | None:
         f"weights: expected an nn.Module, a TensorDict of weights or None, "
         f"got {type(policy_or_weights).__name__}"
     )
+
+
+_UNBOUND: Any = object()  # an updater built without a target, until a collector binds it
 
 
 class WeightUpdaterBase:
@@ -73,6 +80,13 @@ class WeightUpdaterBase:
         self._source = source
         self._version = 0
 
+    def bind(self, target: Any, source: Any = None) -> None:
+        """Called by the collector that receives this updater: ``target`` is the
+        collector's policy, ``source`` the policy the user gave it (the default weights
+        of ``push()`` when none was given at construction)."""
+        if self._source is None:
+            self._source = source
+
     @property
     def version(self) -> int:
         """Number of completed pushes."""
@@ -81,12 +95,17 @@ class WeightUpdaterBase:
     def _push(self, weights: TensorDictBase) -> None:
         raise NotImplementedError
 
+    def _check_bound(self) -> None:
+        """Raise ``CollectorError`` when the updater has nowhere to write yet."""
+
     def push(self, policy_or_weights: Any = None) -> int:
         """Write new weights where the collector's policy reads them; returns the new version.
 
         Raises:
-            CollectorError: no weights given and no source registered with weights.
+            CollectorError: no weights given and no source registered with weights, or
+                an updater built without arguments that no collector bound yet.
         """
+        self._check_bound()
         weights = weights_of(policy_or_weights if policy_or_weights is not None else self._source)
         if weights is None and (policy_or_weights is not None or self._source is not None):
             raise CollectorError(
@@ -98,6 +117,10 @@ class WeightUpdaterBase:
         self._version += 1
         return self._version
 
+    def update_weights(self, weights: Any = None) -> int:
+        """TorchRL's name of :meth:`push`: write ``weights`` (``None``: the source's)."""
+        return self.push(weights)
+
     __call__ = push
 
 
@@ -106,8 +129,13 @@ class VanillaWeightUpdater(WeightUpdaterBase):
 
     Args:
         target: the collector's policy (an ``nn.Module``), or ``None`` for a policy
-            without weights.
+            without weights. Leave it out (``VanillaWeightUpdater()``, TorchRL's form)
+            and pass the updater to a collector (``weight_updater=``): the collector
+            binds it to its own policy.
         source: default weights for ``push()`` (the trainer's policy).
+
+    Raises:
+        CollectorError: ``push`` on an updater that no collector bound yet.
 
     Examples:
         >>> import torch
@@ -119,9 +147,21 @@ class VanillaWeightUpdater(WeightUpdaterBase):
         True
     """
 
-    def __init__(self, target: Any, source: Any = None) -> None:
+    def __init__(self, target: Any = _UNBOUND, source: Any = None) -> None:
         super().__init__(source)
-        self._target = weights_of(target)
+        self._target = target if target is _UNBOUND else weights_of(target)
+
+    def bind(self, target: Any, source: Any = None) -> None:
+        super().bind(target, source)
+        if self._target is _UNBOUND:
+            self._target = weights_of(target)
+
+    def _check_bound(self) -> None:
+        if self._target is _UNBOUND:
+            raise CollectorError(
+                "VanillaWeightUpdater: not bound to a policy; pass it to a collector "
+                "(weight_updater=...) or give the target policy"
+            )
 
     def _push(self, weights: TensorDictBase) -> None:
         if self._target is None:
@@ -138,7 +178,12 @@ class MultiProcessedWeightUpdater(WeightUpdaterBase):
     with :class:`SharedWeightsReader`.
 
     Args:
-        source: the trainer's policy (or a TensorDict of its weights).
+        source: the trainer's policy (or a TensorDict of its weights). Leave it out
+            (TorchRL's zero-argument form) and pass the updater to a multi-process
+            collector (``weight_updater=``): the collector binds it to its policy.
+
+    Raises:
+        CollectorError: the source has no weights, or ``push`` before a source is bound.
 
     Examples:
         >>> import torch
@@ -158,21 +203,45 @@ class MultiProcessedWeightUpdater(WeightUpdaterBase):
         tensor([3.], requires_grad=True)
     """
 
-    def __init__(self, source: Any) -> None:
-        super().__init__(source)
+    def __init__(self, source: Any = None) -> None:
+        super().__init__(None)
+        self.shared: TensorDictBase | None = None
+        self.sequence = torch.zeros((), dtype=torch.int64).share_memory_()
+        if source is not None:
+            self.bind(None, source)
+
+    def bind(self, target: Any, source: Any = None) -> None:
+        """Allocate the shared copy from ``source``'s weights (once; later calls keep it)."""
+        if self.shared is not None:
+            return
         weights = weights_of(source)
         if weights is None:
             raise CollectorError(
                 f"MultiProcessedWeightUpdater: the source {type(source).__name__} has no weights"
             )
+        self._source = source
         self.shared = weights.clone().share_memory_()
-        self.sequence = torch.zeros((), dtype=torch.int64).share_memory_()
+
+    def _check_bound(self) -> None:
+        if self.shared is None:
+            raise CollectorError("MultiProcessedWeightUpdater: no source yet; pass it to a "
+                                 "collector (weight_updater=...) or give the trainer's policy")
 
     def _push(self, weights: TensorDictBase) -> None:
         with torch.no_grad():
             self.sequence += 1  # odd: a write is in progress
             self.shared.update_(weights)
             self.sequence += 1
+
+
+def bind_updater(given: Any, target: Any, source: Any) -> Any:
+    """A single-process collector's updater: ``given`` bound to its policy, or a
+    :class:`VanillaWeightUpdater` from ``source`` (the user's policy) to ``target``."""
+    if given is None:
+        return VanillaWeightUpdater(target, source=source)
+    if isinstance(given, WeightUpdaterBase):
+        given.bind(target, source)
+    return given
 
 
 class SharedWeightsReader:

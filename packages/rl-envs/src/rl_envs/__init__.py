@@ -8,8 +8,8 @@ from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
 from rl_envs._gym import GymEnv, GymWrapper
 from rl_envs._policy import RandomPolicy
-from rl_envs._specs import Bounded, TensorSpec, Unbounded
-from rl_envs._specs_discrete import Binary, Categorical, MultiCategorical, OneHot
+from rl_envs._specs import Bounded, ContinuousBox, TensorSpec, Unbounded
+from rl_envs._specs_discrete import Binary, Categorical, CategoricalBox, MultiCategorical, OneHot
 from rl_envs._transforms import Compose, Transform, TransformedEnv
 from rl_envs._transforms_action import ActionScaling
 from rl_envs._transforms_atari import EndOfLifeTransform, NoopResetEnv
@@ -31,9 +31,11 @@ __all__ = [
     "CatFrames",
     "CatTensors",
     "Categorical",
+    "CategoricalBox",
     "ClipTransform",
     "Compose",
     "Composite",
+    "ContinuousBox",
     "DoubleToFloat",
     "EndOfLifeTransform",
     "EnvBase",

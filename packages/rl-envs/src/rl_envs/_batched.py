@@ -29,18 +29,32 @@ DEFAULT_TIMEOUT_S = 120.0
 """Default deadline of every wait on a ``ParallelEnv`` worker (start-up included)."""
 
 
-def _check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any) -> list[dict]:
-    """Validate the constructor arguments; returns one kwargs dict per worker."""
+def _check_fns(num_workers: Any, create_env_fn: Any) -> list[Any]:
+    """One env constructor per worker: ``create_env_fn`` repeated, or its list as given."""
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers: expected a positive int, received {num_workers!r}")
-    if not callable(create_env_fn):
-        raise TypeError(
-            f"create_env_fn: expected a callable returning an EnvBase, received {type(create_env_fn).__name__}"
+    fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn] * num_workers
+    if len(fns) != num_workers:
+        raise ValueError(
+            f"create_env_fn: expected one callable or a list of num_workers={num_workers} "
+            f"callables (one per worker), received a list of {len(fns)}"
         )
+    for fn in fns:
+        if not callable(fn):
+            raise TypeError(
+                f"create_env_fn: expected a callable returning an EnvBase (or a list of them), "
+                f"received {type(fn).__name__}"
+            )
+    return fns
+
+
+def _check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any) -> tuple[list, list[dict]]:
+    """Validate the constructor arguments; returns one constructor and one kwargs dict per worker."""
+    fns = _check_fns(num_workers, create_env_fn)
     if create_env_kwargs is None:
-        return [{} for _ in range(num_workers)]
+        return fns, [{} for _ in range(num_workers)]
     if isinstance(create_env_kwargs, Mapping):
-        return [dict(create_env_kwargs) for _ in range(num_workers)]
+        return fns, [dict(create_env_kwargs) for _ in range(num_workers)]
     if isinstance(create_env_kwargs, Sequence) and all(
         isinstance(k, Mapping) for k in create_env_kwargs
     ):
@@ -49,7 +63,7 @@ def _check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any) ->
                 f"create_env_kwargs: expected one dict per worker ({num_workers}), "
                 f"received {len(create_env_kwargs)}"
             )
-        return [dict(k) for k in create_env_kwargs]
+        return fns, [dict(k) for k in create_env_kwargs]
     raise TypeError(
         f"create_env_kwargs: expected a dict or a list of {num_workers} dicts, received {type(create_env_kwargs).__name__}"
     )
@@ -120,14 +134,15 @@ class SerialEnv(_BatchedEnv):
 
     Args:
         num_workers: number of sub-envs.
-        create_env_fn: callable returning an ``EnvBase``; all sub-envs must have the
-            same specs.
+        create_env_fn: callable returning an ``EnvBase``, or a list of ``num_workers``
+            of them (one per sub-env: different envs, as in TorchRL); all sub-envs must
+            have the same specs.
         create_env_kwargs: keyword arguments of ``create_env_fn``: one dict for all
             sub-envs, or a list of ``num_workers`` dicts.
 
     Raises:
-        ValueError: ``num_workers`` is not a positive int, the kwargs list has the
-            wrong length, or the sub-envs' specs differ.
+        ValueError: ``num_workers`` is not a positive int, a list of constructors or of
+            kwargs has the wrong length, or the sub-envs' specs differ.
         TypeError: ``create_env_fn`` is not callable.
 
     Examples:
@@ -158,11 +173,11 @@ class SerialEnv(_BatchedEnv):
         create_env_fn: Callable[..., EnvBase],
         create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     ):
-        kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs)
+        fns, kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs)
         self._envs: list[EnvBase] = []
         try:
-            for kw in kwargs:
-                self._envs.append(create_env_fn(**kw))
+            for fn, kw in zip(fns, kwargs, strict=True):
+                self._envs.append(fn(**kw))
             metas = [env_meta(env) for env in self._envs]
             self._init_batched(num_workers, metas, metas[0]["device"])
         except BaseException:
@@ -216,9 +231,11 @@ class ParallelEnv(_BatchedEnv):
 
     Args:
         num_workers: number of worker processes.
-        create_env_fn: callable returning an ``EnvBase``; it is pickled to the workers,
-            so it must be importable from them: a module-level function or class, or a
-            ``functools.partial`` of one (not a lambda or a local function).
+        create_env_fn: callable returning an ``EnvBase``, or a list of ``num_workers``
+            of them (one per worker; all sub-envs must have the same specs). It is
+            pickled to the workers, so it must be importable from them: a module-level
+            function or class, or a ``functools.partial`` of one (not a lambda or a
+            local function).
         create_env_kwargs: keyword arguments of ``create_env_fn``: one dict for all
             workers, or a list of ``num_workers`` dicts.
         timeout: seconds any wait on a worker may last (start-up included) before the
@@ -226,6 +243,7 @@ class ParallelEnv(_BatchedEnv):
         num_sub_threads: ``torch.set_num_threads`` in each worker.
 
     Raises:
+        ValueError: a list of constructors or of kwargs has the wrong length.
         TypeError: ``create_env_fn`` (or its kwargs) cannot be pickled.
         WorkerError: ``create_env_fn`` raised in a worker (with its traceback) or a
             worker died while starting.
@@ -260,7 +278,7 @@ class ParallelEnv(_BatchedEnv):
         timeout: float = DEFAULT_TIMEOUT_S,
         num_sub_threads: int = 1,
     ):
-        kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs)
+        fns, kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs)
         if not timeout > 0:
             raise ValueError(
                 f"timeout: expected a positive number of seconds, received {timeout!r}"
@@ -273,12 +291,12 @@ class ParallelEnv(_BatchedEnv):
             raise ValueError(
                 f"num_sub_threads: expected a positive int, received {num_sub_threads!r}"
             )
-        _check_picklable(create_env_fn, kwargs)
+        _check_picklable(fns, kwargs)
         self._pool = WorkerPool(type(self).__name__, float(timeout))
         self._finalizer = weakref.finalize(self, self._pool.shutdown)
         try:
             self._pool.start(
-                multiprocessing.get_context("spawn"), create_env_fn, kwargs, num_sub_threads
+                multiprocessing.get_context("spawn"), fns, kwargs, num_sub_threads
             )
             metas = self._pool.gather(list(range(num_workers)), "create_env_fn")
             if metas[0]["device"].type != "cpu":
@@ -370,7 +388,8 @@ class ParallelEnv(_BatchedEnv):
         return self._pool.pids
 
 
-def _check_picklable(create_env_fn: Any, kwargs: list[dict]) -> None:
+def _check_picklable(fns: list[Any], kwargs: list[dict]) -> None:
+    create_env_fn = fns[0] if all(fn is fns[0] for fn in fns) else fns
     for name, obj in (("create_env_fn", create_env_fn), ("create_env_kwargs", kwargs)):
         try:
             ForkingPickler.dumps(obj)

@@ -229,8 +229,9 @@ class WorkerPool:
         self._poller = select.poll()  # built once: every pipe and sentinel, reused per wait
         self._fd_owner: dict[int, tuple[int, bool]] = {}  # fd -> (worker, is it the sentinel)
 
-    def start(self, ctx: Any, create_env_fn: Any, kwargs: list[dict], num_threads: int) -> None:
-        for i, kw in enumerate(kwargs):
+    def start(self, ctx: Any, create_env_fns: list[Any], kwargs: list[dict], num_threads: int) -> None:
+        """Start one worker per ``(create_env_fns[i], kwargs[i])``."""
+        for i, (create_env_fn, kw) in enumerate(zip(create_env_fns, kwargs, strict=True)):
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(
                 target=worker_main,

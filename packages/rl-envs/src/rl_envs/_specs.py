@@ -9,13 +9,14 @@ continuous specs (``Unbounded``, ``Bounded``); the discrete ones (``Categorical`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from rl_envs.exceptions import SpecError
 
-__all__ = ["Bounded", "TensorSpec", "Unbounded"]
+__all__ = ["Bounded", "ContinuousBox", "TensorSpec", "Unbounded"]
 
 ShapeLike = int | Sequence[int] | torch.Size
 
@@ -170,6 +171,24 @@ class Unbounded(TensorSpec):
         return torch.randint(-100, 100, full, device=self.device, generator=generator).to(self.dtype)
 
 
+@dataclass(frozen=True, eq=False)
+class ContinuousBox:
+    """The set of values of a :class:`Bounded` spec (TorchRL's ``spec.space``).
+
+    Attributes:
+        low: the lower bounds, shaped like the spec (the spec's own tensor).
+        high: the upper bounds, likewise.
+
+    Examples:
+        >>> box = Bounded(-1.0, 2.0, shape=(2,)).space
+        >>> box.low, box.high
+        (tensor([-1., -1.]), tensor([2., 2.]))
+    """
+
+    low: torch.Tensor
+    high: torch.Tensor
+
+
 class Bounded(TensorSpec):
     """Values in ``[low, high]`` (element-wise, bounds broadcast to the shape).
 
@@ -197,6 +216,11 @@ class Bounded(TensorSpec):
         self.high = high_t.to(self.device, self.dtype).expand(self.shape).clone()
         if (self.low > self.high).any():
             raise SpecError(f"Bounded: low must be <= high, received low={low}, high={high}")
+
+    @property
+    def space(self) -> ContinuousBox:
+        """``low`` and ``high`` as TorchRL's ``spec.space.low`` / ``spec.space.high``."""
+        return ContinuousBox(self.low, self.high)
 
     def _kwargs(self) -> dict[str, Any]:
         return {"low": self.low, "high": self.high}

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -12,7 +13,23 @@ import torch
 from rl_envs._specs import ShapeLike, TensorSpec, _rand_int, _size
 from rl_envs.exceptions import SpecError
 
-__all__ = ["Binary", "Categorical", "MultiCategorical", "OneHot"]
+__all__ = ["Binary", "Categorical", "CategoricalBox", "MultiCategorical", "OneHot"]
+
+
+@dataclass(frozen=True)
+class CategoricalBox:
+    """The set of values of a :class:`Categorical` or :class:`OneHot` spec (TorchRL's
+    ``spec.space``).
+
+    Attributes:
+        n: the number of choices.
+
+    Examples:
+        >>> Categorical(4).space.n, OneHot(3).space.n
+        (4, 3)
+    """
+
+    n: int
 
 
 class Categorical(TensorSpec):
@@ -29,6 +46,11 @@ class Categorical(TensorSpec):
     def __init__(self, n: int, shape: ShapeLike = (), device: Any = None, dtype: Any = torch.int64):
         super().__init__(shape, device, dtype)
         self.n = int(n)
+
+    @property
+    def space(self) -> CategoricalBox:
+        """``n`` as TorchRL's ``spec.space.n``."""
+        return CategoricalBox(self.n)
 
     def _kwargs(self) -> dict[str, Any]:
         return {"n": self.n}
@@ -112,6 +134,11 @@ class OneHot(TensorSpec):
         self.n = int(n)
         if not self.shape or self.shape[-1] != self.n:
             raise SpecError(f"OneHot: the last dim of shape must be n={n}, received shape {tuple(self.shape)}")
+
+    @property
+    def space(self) -> CategoricalBox:
+        """``n`` as TorchRL's ``spec.space.n``."""
+        return CategoricalBox(self.n)
 
     def _kwargs(self) -> dict[str, Any]:
         return {"n": self.n}

@@ -155,6 +155,20 @@ class TensorDictPrimer(Transform):
         return None
 
 
+def _check_sample_dims(reduce_dim: Any, cat_dim: Any, sample_dims: int) -> None:
+    """Accept TorchRL's ``reduce_dim`` / ``cat_dim`` when they name leading sample dims."""
+    dims = (reduce_dim,) if isinstance(reduce_dim, int) else tuple(reduce_dim)
+    if (not dims or not all(isinstance(d, int) for d in dims)
+            or sorted(dims) != list(range(len(dims))) or len(dims) > sample_dims):
+        raise ValueError(
+            f"init_stats: reduce_dim: expected 0 or leading sample dims such as (0, 1) (at most "
+            f"{sample_dims}: env and time; the statistics are per observation element), "
+            f"got {reduce_dim!r}"
+        )
+    if not isinstance(cat_dim, int) or cat_dim not in dims:
+        raise ValueError(f"init_stats: cat_dim: expected one of reduce_dim={reduce_dim!r}, got {cat_dim!r}")
+
+
 class ObservationNorm(Transform):
     """Affine normalisation: ``obs * scale + loc`` (or ``(obs - loc) / scale`` when
     ``standard_normal``), with statistics from :meth:`init_stats`.
@@ -188,14 +202,37 @@ class ObservationNorm(Transform):
     def initialized(self) -> bool:
         return self.loc is not None and self.scale is not None
 
-    def init_stats(self, num_iter: int, key: Any = None) -> None:
-        """Estimate loc/scale from ``num_iter`` random steps of the parent env.
+    def init_stats(self, num_iter: int, reduce_dim: int | Sequence[int] = 0, cat_dim: int = 0,
+                   key: Any = None) -> None:
+        """Estimate loc/scale from ``num_iter`` random-action steps of the parent env.
 
-        Statistics are reduced over the batch and time dims (one value per event element).
+        TorchRL's method and arguments. The parent (the env below this transform) runs
+        ``num_iter`` steps with random actions, resetting finished sub-envs, and the
+        statistics are the mean and standard deviation of ``key`` over every sample (all
+        env and time dims), one value per element of the observation. That is what
+        TorchRL computes with ``reduce_dim=0, cat_dim=0`` for a single env and with
+        ``reduce_dim=(0, 1)`` for a batched one; our envs always have an env dim, so
+        both forms give the same statistics here.
+
+        Args:
+            num_iter: steps of the parent env (each step gives one frame per sub-env).
+            reduce_dim: TorchRL's sample dims to reduce over: ``0`` or a tuple of
+                leading dims starting at 0 (``(0,)``, ``(0, 1)``).
+            cat_dim: TorchRL's dim the collected batches are concatenated along; one of
+                ``reduce_dim``.
+            key: the entry to read (default: the first of ``in_keys``).
+
+        Raises:
+            RuntimeError: the transform is not attached to an env.
+            ValueError: ``num_iter``, ``reduce_dim`` or ``cat_dim`` is out of range (for
+                instance a feature dim: the statistics are per element).
         """
         parent = self.parent
         if parent is None:
             raise RuntimeError("ObservationNorm.init_stats: attach the transform to a TransformedEnv first")
+        if not isinstance(num_iter, int) or num_iter < 1:
+            raise ValueError(f"init_stats: num_iter: expected a positive int, got {num_iter!r}")
+        _check_sample_dims(reduce_dim, cat_dim, len(parent.batch_size) + 1)
         key = self.in_keys[0] if key is None else key
         data = parent.rollout(num_iter, break_when_any_done=False)
         obs = data.get(key).to(torch.float64)

@@ -22,6 +22,17 @@ def _match(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def _one_spelling(name: str, ours: float | None, torchrl: float | None, default: float) -> float:
+    """The coefficient given as ``name`` or as TorchRL's ``name + "f"``, else ``default``."""
+    if ours is not None and torchrl is not None:
+        raise TypeError(
+            f"{name}: got both {name}={ours!r} and {name}f={torchrl!r} (TorchRL's spelling "
+            "of the same weight); pass only one"
+        )
+    value = ours if ours is not None else torchrl
+    return default if value is None else value
+
+
 class ActorCriticLoss(LossModule):
     """Actor log-probabilities, entropy, critic loss and advantage handling.
 
@@ -30,8 +41,11 @@ class ActorCriticLoss(LossModule):
         critic_network: a tensordict module writing ``state_value``; may be ``None``
             when ``critic_coef`` is 0.
         entropy_bonus: add ``loss_entropy``.
-        entropy_coef: weight of the entropy bonus.
-        critic_coef: weight of the critic loss.
+        entropy_coef: weight of the entropy bonus (default ``0.01``).
+        critic_coef: weight of the critic loss (default ``1.0``).
+        entropy_coeff: TorchRL's name (since 0.11) for ``entropy_coef``; give one of the
+            two spellings, not both.
+        critic_coeff: TorchRL's name for ``critic_coef``; likewise.
         loss_critic_type: ``"l1"``, ``"l2"`` or ``"smooth_l1"``.
         normalize_advantage: standardise the advantage over the batch.
         gamma: discount of the default value estimator.
@@ -40,6 +54,8 @@ class ActorCriticLoss(LossModule):
     Raises:
         TypeError: the networks are not tensordict modules.
         ValueError: a coefficient is negative.
+        TypeError: both spellings of one coefficient are given (``critic_coef`` and
+            ``critic_coeff``, or ``entropy_coef`` and ``entropy_coeff``).
     """
 
     default_value_estimator = ValueEstimators.GAE
@@ -74,14 +90,18 @@ class ActorCriticLoss(LossModule):
         critic_network: TensorDictModuleBase | None = None,
         *,
         entropy_bonus: bool = True,
-        entropy_coef: float = 0.01,
-        critic_coef: float = 1.0,
+        entropy_coef: float | None = None,
+        critic_coef: float | None = None,
         loss_critic_type: str = "smooth_l1",
         normalize_advantage: bool = False,
         gamma: float | None = None,
         clip_value: float | None = None,
+        entropy_coeff: float | None = None,
+        critic_coeff: float | None = None,
     ) -> None:
         super().__init__()
+        entropy_coef = _one_spelling("entropy_coef", entropy_coef, entropy_coeff, 0.01)
+        critic_coef = _one_spelling("critic_coef", critic_coef, critic_coeff, 1.0)
         for name, net in (("actor_network", actor_network), ("critic_network", critic_network)):
             if net is not None and not isinstance(net, TensorDictModuleBase):
                 raise TypeError(f"{name} must be a tensordict.nn module, got {type(net).__name__}")
@@ -102,6 +122,24 @@ class ActorCriticLoss(LossModule):
         self.normalize_advantage = normalize_advantage
         self.gamma = gamma
         self.clip_value = clip_value
+
+    @property
+    def critic_coeff(self) -> float:
+        """TorchRL's name of :attr:`critic_coef` (the same value)."""
+        return self.critic_coef
+
+    @critic_coeff.setter
+    def critic_coeff(self, value: float) -> None:
+        self.critic_coef = value
+
+    @property
+    def entropy_coeff(self) -> float:
+        """TorchRL's name of :attr:`entropy_coef` (the same value)."""
+        return self.entropy_coef
+
+    @entropy_coeff.setter
+    def entropy_coeff(self, value: float) -> None:
+        self.entropy_coef = value
 
     def _advantage(self, tensordict: TensorDictBase) -> torch.Tensor:
         if self.tensor_keys.advantage not in tensordict.keys(include_nested=True):

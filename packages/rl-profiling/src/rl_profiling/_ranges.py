@@ -46,8 +46,33 @@ logger = logging.getLogger(__name__)
 ENV_VAR = "RL_PROFILING"
 _TRUE = {"1", "true", "yes", "on"}
 
-ARMED: bool = os.environ.get(ENV_VAR, "").strip().lower() in _TRUE
-"""Whether ``RL_PROFILING`` was set when ``rl_profiling`` was imported."""
+TORCHRL_ENV_VAR = "TORCHRL_PROFILING"
+
+
+def _armed_at_import() -> bool:
+    """Read ``RL_PROFILING``; without it, honour TorchRL's ``TORCHRL_PROFILING`` and say so.
+
+    The alias arms this process and exports ``RL_PROFILING=1`` so that child processes
+    come up armed under our name (and do not repeat the warning).
+    """
+    ours = os.environ.get(ENV_VAR, "").strip()
+    if ours:
+        return ours.lower() in _TRUE
+    alias = os.environ.get(TORCHRL_ENV_VAR, "").strip()
+    if alias.lower() not in _TRUE:
+        return False
+    logger.warning(
+        "%s=%s: profiling ranges armed as with %s=1, which is this toolkit's variable; "
+        "set %s=1 instead to silence this warning (see docs/profiling.md)",
+        TORCHRL_ENV_VAR, alias, ENV_VAR, ENV_VAR,
+    )
+    os.environ[ENV_VAR] = "1"
+    return True
+
+
+ARMED: bool = _armed_at_import()
+"""Whether ``RL_PROFILING`` (or TorchRL's ``TORCHRL_PROFILING``) was set when
+``rl_profiling`` was imported."""
 NVTX_ENV_VAR = "RL_PROFILING_NVTX"
 
 

@@ -136,6 +136,42 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return len(self._storage)
 
+    def __getitem__(self, index: int | slice | torch.Tensor | Any) -> Any:
+        """The stored rows at ``index`` (TorchRL's ``rb[index]``), without sampling.
+
+        Positions count the rows stored, ``0 <= i < len(rb)``, in storage order (a full
+        ring buffer wraps: position 0 is the oldest slot, not the oldest row). An int
+        gives one row, a slice, a list or an integer tensor a batch; ``collate_fn``
+        (batches only) and ``transform`` apply as for :meth:`sample`. The sampler is not
+        touched and no ``"index"`` entry is added.
+
+        Raises:
+            IndexError: a position is outside ``[-len(rb), len(rb))``.
+            TypeError: ``index`` is not an int, a slice or a sequence of ints.
+        """
+        n = len(self)
+        single = isinstance(index, int) or (isinstance(index, torch.Tensor) and index.ndim == 0)
+        if isinstance(index, slice):
+            ranks = torch.arange(n)[index]
+        elif isinstance(index, (list, tuple)) and not index:
+            ranks = torch.zeros(0, dtype=torch.long)
+        else:
+            ranks = torch.as_tensor(index)
+        if isinstance(index, bool) or ranks.dtype.is_floating_point or ranks.dtype == torch.bool:
+            raise TypeError(f"index: expected an int, a slice or integer positions, got {index!r}")
+        ranks = ranks.reshape(-1)
+        if ranks.numel() and (int(ranks.min()) < -n or int(ranks.max()) >= n):
+            bad = int(ranks.max()) if int(ranks.max()) >= n else int(ranks.min())
+            raise IndexError(f"index: position {bad} is out of range for a buffer of {n} rows")
+        ranks = torch.where(ranks < 0, ranks + n, ranks)
+        with self._lock:
+            data = self._storage.get(self._storage.valid_flat(ranks))
+        if single:
+            data = data[0]
+        elif self._collate_fn is not None:
+            data = self._collate_fn(data)
+        return self._transform(data) if self._transform is not None else data
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(storage={type(self._storage).__name__}, "

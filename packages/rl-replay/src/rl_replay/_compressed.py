@@ -106,7 +106,9 @@ class CompressedStorage(Storage):
         for nbytes, shp, dt in zip(
             self._row_bytes, self.layout.shapes, self.layout.dtypes, strict=False
         ):
-            chunk = flat[:, start : start + nbytes].contiguous()
+            # a copy, not .contiguous(): one row's slice is already contiguous but starts at
+            # an offset that an 8-byte dtype cannot be viewed from
+            chunk = flat[:, start : start + nbytes].clone(memory_format=torch.contiguous_format)
             out.append(chunk.view(dt).view(len(index), *shp))
             start += nbytes
         return self.layout.build(out, index.shape, torch.device("cpu"))

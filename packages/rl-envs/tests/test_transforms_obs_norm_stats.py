@@ -1,0 +1,57 @@
+"""``ObservationNorm.init_stats`` with TorchRL's arguments, on a real gymnasium env."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from rl_envs import GymEnv, ObservationNorm, TransformedEnv
+
+
+@pytest.fixture
+def pendulum():
+    env = TransformedEnv(GymEnv("Pendulum-v1", num_envs=2), ObservationNorm(in_keys=["observation"]))
+    yield env
+    env.close()
+
+
+@pytest.mark.parametrize(("reduce_dim", "cat_dim"), [(0, 0), ((0, 1), 1), ((1, 0), 0)])
+def test_torchrl_call_sets_loc_scale_from_random_steps(pendulum, reduce_dim, cat_dim):
+    norm = pendulum.transform[0]
+    pendulum.set_seed(0)
+    norm.init_stats(num_iter=60, reduce_dim=reduce_dim, cat_dim=cat_dim)
+    pendulum.base_env.set_seed(0)  # the same random actions and states, without the transform
+    raw = pendulum.base_env.rollout(60, break_when_any_done=False)["observation"].double()
+    std = raw.std((0, 1)).clamp_min(norm.eps)
+    # obs * scale + loc: scale = 1 / std, loc = -mean / std (TorchRL's non-standard form)
+    torch.testing.assert_close(norm.scale, (1 / std).float())
+    torch.testing.assert_close(norm.loc, (-raw.mean((0, 1)) / std).float())
+
+
+def test_normalised_observations_are_standard(pendulum):
+    pendulum.transform[0].init_stats(400, reduce_dim=0, cat_dim=0)
+    obs = pendulum.rollout(400, break_when_any_done=False)["observation"]
+    assert obs.mean((0, 1)).abs().max() < 0.3
+    assert (obs.std((0, 1)) - 1).abs().max() < 0.3
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"reduce_dim": -1}, "reduce_dim"),
+    ({"reduce_dim": 1, "cat_dim": 1}, "reduce_dim"),
+    ({"reduce_dim": (0, 1, 2)}, "reduce_dim"),
+    ({"reduce_dim": (0, 1), "cat_dim": 2}, "cat_dim"),
+    ({"num_iter": 0}, "num_iter"),
+])
+def test_bad_arguments_name_the_argument(pendulum, kwargs, name):
+    kwargs = {"num_iter": 5, **kwargs}
+    with pytest.raises(ValueError, match=name):
+        pendulum.transform[0].init_stats(**kwargs)
+    assert not pendulum.transform[0].initialized
+
+
+def test_key_selects_the_entry_read():
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), ObservationNorm(standard_normal=True))
+    try:
+        env.transform[0].init_stats(30, key="observation")
+        assert env.transform[0].loc.shape == (4,)
+    finally:
+        env.close()
