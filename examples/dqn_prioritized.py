@@ -2,8 +2,12 @@
 
     uv run examples/dqn_prioritized.py                 # 300k frames; target: mean return >= 400
 
-Status: every seed reaches the target; most runs hold it. With these defaults
-(docs/results.md, 3 seeds, 2026-11-24 08:26-08:28) the mean return crossed 400 at
+Status: most seeds reach the target; not every run holds it. Since the agent is built
+from rl-modules (``QValueActor`` + ``EGreedyModule``; the same network, the same
+epsilon schedule), one recording (docs/results.md, 3 seeds, 2026-11-25 02:49-03:00, on
+a machine loaded by other jobs, load 4.5) crossed 400 on seeds 0 and 2 (at 241k and
+193k frames) and ended at 500, 117 and 331: seed 1 never reached it, seed 2 fell back.
+Before the migration (2026-11-24 08:26-08:28) the mean return crossed 400 at
 147k-220k frames on every seed and was 500, 500 and 412 at 300k frames. An earlier
 recording the same day (same code) crossed 400 at 91k-193k frames and ended at 193, 500
 and 500 (seed 0 fell back at the end); the recording of 2026-11-22 gave 162k-195k frames
