@@ -28,10 +28,16 @@ def test_torchrl_call_sets_loc_scale_from_random_steps(pendulum, reduce_dim, cat
 
 
 def test_normalised_observations_are_standard(pendulum):
+    # the same seeds replay the steps init_stats took: their normalised values are standard
+    # (two independent 400-step Pendulum samples differ too much for a fixed tolerance)
+    pendulum.set_seed(0)
+    torch.manual_seed(0)
     pendulum.transform[0].init_stats(400, reduce_dim=0, cat_dim=0)
+    pendulum.set_seed(0)
+    torch.manual_seed(0)
     obs = pendulum.rollout(400, break_when_any_done=False)["observation"]
-    assert obs.mean((0, 1)).abs().max() < 0.3
-    assert (obs.std((0, 1)) - 1).abs().max() < 0.3
+    assert obs.mean((0, 1)).abs().max() < 0.1
+    assert (obs.std((0, 1)) - 1).abs().max() < 0.1
 
 
 @pytest.mark.parametrize(("kwargs", "name"), [
