@@ -13,7 +13,7 @@ from rl_replay import (
     ReplayBuffer,
     make_priority_tree,
 )
-from rl_replay._tree_numba import BAD_INDEX, BAD_PRIORITY
+from rl_replay._tree_numba_kernels import BAD_INDEX, BAD_PRIORITY, UNWRITTEN
 
 
 def test_numba_draws_follow_the_leaves():
@@ -59,10 +59,22 @@ def test_set_priorities_writes_nothing_when_one_is_bad(priority, index, status):
 
 def test_set_priorities_applies_eps_and_alpha():
     tree = NumbaPriorityTree(10)
+    tree.update(torch.tensor([2, 7]), torch.ones(2, dtype=torch.float64))  # rows holding data
     status, high = tree.set_priorities(torch.tensor([2, 7]), torch.tensor([3.0, 8.0]), 1.0, 0.5)
     assert (status, high) == (0, 8.0)
     assert tree.leaves[[2, 7]].tolist() == [2.0, 3.0]
     assert tree.total() == 5.0 and tree.min() == 2.0
+
+
+def test_set_priorities_refuses_unwritten_leaves_and_writes_nothing():
+    tree = NumbaPriorityTree(10)
+    tree.update(torch.arange(5), torch.ones(5, dtype=torch.float64))
+    sums, mins = tree._sum_buf.clone(), tree._min_buf.clone()
+    got, _ = tree.set_priorities(torch.tensor([0, 4, 5]), torch.ones(3), 0.0, 1.0)
+    assert got == UNWRITTEN
+    assert torch.equal(tree._sum_buf, sums) and torch.equal(tree._min_buf, mins)
+    trusted, _ = tree.set_priorities(torch.tensor([0, 4]), torch.ones(2), 0.0, 1.0, False)
+    assert trusted == 0
 
 
 def test_state_loads_across_tree_kinds():

@@ -80,6 +80,7 @@ class PrioritizedSampler(Sampler):
         self._tree: PriorityTree | None = None
         self._max_priority = 1.0
         self._trusted: tuple[torch.Tensor | None, int] = (None, 0)
+        self._storage: Storage | None = None  # for the row count in error messages
         self._draws: list[torch.Tensor] = []  # uniform draws of the next samples
 
     POOL = 16
@@ -115,6 +116,7 @@ class PrioritizedSampler(Sampler):
         """
         if self._device is None:
             self._device = getattr(storage, "device", "cpu")
+        self._storage = storage
         if self.compilable:
             tree = self.tree
             self._max_priority = torch.tensor(
@@ -179,9 +181,13 @@ class PrioritizedSampler(Sampler):
     def update_priority(self, index: torch.Tensor, priority: torch.Tensor | float) -> None:
         """Set the priorities of rows ``index`` (validated before anything changes).
 
+        All or nothing: if one index or priority is bad, no priority changes.
+
         Raises:
             InvalidPriorityError: a priority is negative, NaN or infinite, the shapes do
-                not match, or an index is outside ``[0, max_capacity)``.
+                not match, an index is outside ``[0, max_capacity)``, or an index holds
+                no data (never written, dropped by ``empty()``, or not in the state a
+                ``load_state_dict``/``loads`` restored).
         """
         tree = self.tree
         index, priority = _as_flat(index, tree.device), _as_flat(priority, tree.device)
@@ -219,6 +225,11 @@ class PrioritizedSampler(Sampler):
         torch._assert_async(
             (ilo >= 0) & (ihi < self.max_capacity),
             f"index: expected values in [0, {self.max_capacity})",
+        )
+        torch._assert_async(
+            self.tree.written(index).all(),
+            "index: expected rows that hold data (an index was never written, dropped by "
+            "empty(), or is not in the restored state)",
         )
         q = (priority.to(torch.float64) + self.eps).pow_(self.alpha)
         self.tree.update(index, q)
@@ -260,11 +271,21 @@ class PrioritizedSampler(Sampler):
             raise InvalidPriorityError(
                 f"index: expected values in [0, {self.max_capacity}), got [{ilo}, {ihi}]"
             )
+        empty = ~self.tree.written(index)
+        if bool(empty.any()):
+            rows = "?" if self._storage is None else len(self._storage)
+            raise InvalidPriorityError(
+                f"index: expected rows that hold data, got index {int(index[empty][0])} "
+                f"({int(empty.sum())} of {index.numel()} indices hold no data: never "
+                f"written, dropped by empty(), or not in the state restored by loads); "
+                f"the buffer holds {rows} rows; no priority was changed"
+            )
 
     def empty(self) -> None:
         if self._tree is not None:
             self._tree.clear()
         self._set_max_priority(1.0)
+        self._trusted = (None, 0)  # the last sample's rows hold no data any more
 
     def _set_max_priority(self, value: float) -> None:
         if self.compilable and isinstance(self._max_priority, torch.Tensor):
@@ -282,6 +303,7 @@ class PrioritizedSampler(Sampler):
     def load_state_dict(self, state: dict) -> None:
         # the draws come from the buffer's generator, whose state is restored with it
         self._draws = list(state.get("draws", []))
+        self._trusted = (None, 0)  # the last sample's rows may hold no data in this state
         self._set_max_priority(float(state["max_priority"]))
         if state["tree"] is None:
             self._tree = None

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from rl_replay._tree_numba_kernels import BAD_INDEX, BAD_PRIORITY
+from rl_replay._tree_numba_kernels import BAD_INDEX, BAD_PRIORITY, UNWRITTEN
 
 __all__ = ["PriorityTree"]
 
@@ -124,6 +124,11 @@ class PriorityTree:
         """Smallest leaf written since the last :meth:`clear` (``inf`` if none)."""
         return float(self._top_min.amin())
 
+    def written(self, index: torch.Tensor) -> torch.Tensor:
+        """Whether each leaf of ``index`` (in ``[0, capacity)``) was written since the
+        last :meth:`clear` or load: a bool tensor of ``index``'s shape (no host sync)."""
+        return torch.index_select(self._mins[0], 0, index).isfinite()
+
     def min_tensor(self) -> torch.Tensor:
         """:meth:`min` as a 0-d tensor on the tree's device (no host sync)."""
         return self._top_min.amin()
@@ -187,8 +192,10 @@ class PriorityTree:
 
         Returns:
             ``(status, largest priority)``: status 0 when written; ``BAD_PRIORITY`` (a
-            priority is negative, NaN or infinite) or ``BAD_INDEX`` (an index is outside
-            ``[0, capacity)``, checked when ``check_index``), with nothing written.
+            priority is negative, NaN or infinite), ``BAD_INDEX`` (an index is outside
+            ``[0, capacity)``) or ``UNWRITTEN`` (an index names a leaf not written since
+            the last :meth:`clear` or load), with nothing written. Indices are checked
+            when ``check_index``.
         """
         lo, high = (float(v) for v in torch.aminmax(priority))
         if not (lo >= 0 and high < math.inf):  # NaN fails both comparisons
@@ -197,6 +204,8 @@ class PriorityTree:
             ilo, ihi = (int(v) for v in torch.aminmax(index))
             if ilo < 0 or ihi >= self.capacity:
                 return BAD_INDEX, high
+            if not bool(self.written(index).all()):
+                return UNWRITTEN, high
         q = torch.empty(index.shape, dtype=torch.float64, device=self.device)
         self.update(index, torch.add(priority, eps, out=q).pow_(alpha))
         return 0, high

@@ -48,6 +48,7 @@ class NumbaPriorityTree(PriorityTree):
         >>> import torch
         >>> from rl_replay import NumbaPriorityTree
         >>> tree = NumbaPriorityTree(1000)
+        >>> tree.update(torch.tensor([7, 42]), torch.ones(2, dtype=torch.float64))  # written
         >>> tree.set_priorities(torch.tensor([7, 42]), torch.tensor([1.0, 3.0]), eps=0.0, alpha=1.0)
         (0, 3.0)
         >>> index, weight = tree.sample_weighted(torch.tensor([0.2, 0.9], dtype=torch.float64), beta=1.0)

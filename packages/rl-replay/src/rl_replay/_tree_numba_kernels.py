@@ -24,12 +24,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BAD_INDEX", "BAD_PRIORITY", "kernels"]
+__all__ = ["BAD_INDEX", "BAD_PRIORITY", "UNWRITTEN", "kernels"]
 
 BAD_PRIORITY = 1
 """Status of :func:`_set_priorities`: a priority is negative, NaN or infinite."""
 BAD_INDEX = 2
 """Status of :func:`_set_priorities`: an index is outside ``[0, capacity)``."""
+UNWRITTEN = 3
+"""Status of :func:`_set_priorities`: an index names a leaf that holds no data (its min
+leaf is ``+inf``: never written since the last clear or load)."""
 
 
 # The helpers the kernels call, as jit dispatchers: numba resolves a kernel's globals
@@ -176,7 +179,7 @@ def _set_priorities(  # noqa: ANN202
     """Check every priority (and index), then write ``(p + eps) ** alpha``.
 
     Returns ``(status, largest priority)``: status 0 when written, else
-    :data:`BAD_PRIORITY` or :data:`BAD_INDEX`, with nothing written.
+    :data:`BAD_PRIORITY`, :data:`BAD_INDEX` or :data:`UNWRITTEN`, with nothing written.
     """
     high = 0.0
     for i in range(index.shape[0]):
@@ -184,8 +187,11 @@ def _set_priorities(  # noqa: ANN202
         if not (p >= 0.0 and p < np.inf):  # NaN fails both
             return BAD_PRIORITY, high
         high = max(high, p)
-        if check_index and not (0 <= index[i] < capacity):
-            return BAD_INDEX, high
+        if check_index:
+            if not (0 <= index[i] < capacity):
+                return BAD_INDEX, high
+            if mins[index[i]] == np.inf:  # the leaf holds no data
+                return UNWRITTEN, high
     for i in range(index.shape[0]):
         q = (priority[i] + eps) ** alpha
         sums[index[i]] = q
