@@ -18,14 +18,13 @@ import dataclasses
 import json
 import time
 from collections import deque
-from pathlib import Path
 
 import torch
 from rl_collectors import Collector
 from rl_envs import GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
 from rl_modules import MLP, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
-from rl_profiling import Timing
+from rl_profiling import RunReport
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from tensordict.nn import TensorDictModule
 from torch import nn
@@ -155,8 +154,10 @@ def main(cfg: Config) -> dict:
     optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, fused=True)  # one kernel for all parameters
     num_batches = -(-cfg.total_frames // frames_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
-    logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
-    profiler = start_profiler(cfg)
+    logger, returns = make_logger(cfg), deque(maxlen=20)
+    # The run report: every phase timed (and a named range), total time, frames/s; with
+    # --profile, a torch.profiler trace of iterations 3-5 (the first 2 warm up).
+    timing = RunReport("PPO CartPole", profile="traces/ppo_cartpole.json" if cfg.profile else None)
     from tqdm import tqdm
 
     bar = tqdm(total=cfg.total_frames, unit="frame", mininterval=1.0)
@@ -170,23 +171,27 @@ def main(cfg: Config) -> dict:
         returns.extend(batch["next", "episode_reward"][done].flatten().tolist())
         with timing.add_time("advantage"), torch.no_grad():
             advantage(batch)
-        buffer.empty()
-        buffer.extend(batch.reshape(-1).to(cfg.device))
+        with timing.add_time("replay"):
+            buffer.empty()
+            buffer.extend(batch.reshape(-1).to(cfg.device))
         minibatch = min(cfg.minibatch_size, len(buffer))  # the last batch may be short
         for _ in range(cfg.epochs):
             for _ in range(len(buffer) // minibatch):
+                with timing.add_time("replay"):
+                    sample = buffer.sample(minibatch)
                 with timing.add_time("loss"):
-                    losses = loss_fn(buffer.sample(minibatch))
+                    losses = loss_fn(sample)
                     loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-                with timing.add_time("optimiser"):
+                with timing.add_time("backward"):
                     optim.zero_grad(set_to_none=True)
                     loss.backward()
+                with timing.add_time("optimiser"):
                     nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
                     optim.step()
         sched.step()
-        collector.update_policy_weights_()
-        if profiler is not None:
-            profiler.step()
+        with timing.add_time("weight_push"):
+            collector.update_policy_weights_()
+        timing.step(batch.numel())
         mean_return = sum(returns) / max(len(returns), 1)
         fps = frames / (time.perf_counter() - start)
         bar.update(batch.numel())
@@ -203,31 +208,13 @@ def main(cfg: Config) -> dict:
     print(timing.report())
     result = {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
               "fps": round(frames / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed}
-    if profiler is not None:
-        result["trace"] = stop_profiler(profiler)
+    if timing.stop() is not None:
+        result["trace"] = timing.trace
+        print(f"Chrome trace: {timing.trace} (open in https://ui.perfetto.dev or run "
+              f"`rl-profile summary {timing.trace}`)")
     if logger is not None:
         logger.close()
     return result
-
-
-def start_profiler(cfg: Config):
-    """A torch.profiler schedule over batches 2-4; the Chrome trace goes under traces/."""
-    if not cfg.profile:
-        return None
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    prof = profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1))
-    prof.start()
-    return prof
-
-
-def stop_profiler(prof) -> str:
-    prof.stop()
-    path = Path("traces") / "ppo_cartpole.json"
-    path.parent.mkdir(exist_ok=True)
-    prof.export_chrome_trace(str(path))
-    print(f"Chrome trace: {path} (open in https://ui.perfetto.dev or run `rl-profile summary {path}`)")
-    return str(path)
 
 
 if __name__ == "__main__":

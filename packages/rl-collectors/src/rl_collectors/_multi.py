@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from rl_profiling import Timing
+from rl_profiling import Timing, profiled
 from tensordict import TensorDictBase
 
 from rl_collectors._base import BaseCollector
@@ -258,6 +258,7 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         args = [a if isinstance(a, tuple) else (a,) for a in list_of_args]
         return self._broadcast("map_fn", [(name, a) for a in args])
 
+    @profiled("MultiCollector.update_policy_weights_")
     def update_policy_weights_(self, policy_or_weights: Any = None) -> int:
         """Write new weights into the shared copy the workers read before each batch.
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from rl_profiling import record
 
 __all__ = ["compile_with_warmup"]
 
@@ -23,7 +24,9 @@ class _WarmupCompiled:
         if self.calls <= self.warmup:
             return self.fn(*args, **kwargs)
         if self.compiled is None:
-            self.compiled = torch.compile(self.fn, **self.kwargs)
+            with record("compile_with_warmup.compile"):  # torch.compile traces on this call
+                self.compiled = torch.compile(self.fn, **self.kwargs)
+                return self.compiled(*args, **kwargs)
         return self.compiled(*args, **kwargs)
 
 

@@ -7,6 +7,7 @@ import enum
 from typing import Any
 
 import torch
+from rl_profiling import profiled_methods
 from tensordict import TensorDictBase
 from torch import nn
 
@@ -65,6 +66,10 @@ class LossModule(KeyedModule, nn.Module):
     """
 
     default_value_estimator: ValueEstimators = ValueEstimators.TD0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        profiled_methods(cls, "forward")  # a range named after each loss: "ClipPPOLoss.forward"
 
     def __init__(self) -> None:
         super().__init__()

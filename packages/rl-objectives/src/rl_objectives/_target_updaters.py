@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from rl_profiling import profiled
 
 from rl_objectives._loss_base import LossModule
 
@@ -47,6 +48,7 @@ class SoftUpdate:
         _check_targets(loss_module)
         self.loss_module, self.tau = loss_module, tau
 
+    @profiled("SoftUpdate.step")
     @torch.no_grad()
     def step(self) -> None:
         """Move every target parameter towards its online parameter."""
@@ -85,6 +87,7 @@ class HardUpdate:
         self.value_network_update_interval = value_network_update_interval
         self.counter = 0
 
+    @profiled("HardUpdate.step")
     @torch.no_grad()
     def step(self) -> None:
         """Count a step; copy the parameters when the period is reached."""

@@ -15,6 +15,7 @@ from rl_profiling._ranges import (
     NVTX_ENV_VAR,
     nvtx_enabled,
     profiled,
+    profiled_methods,
     profiling_enabled,
     profiling_env,
     record,
@@ -22,6 +23,7 @@ from rl_profiling._ranges import (
     set_profiling_enabled,
 )
 from rl_profiling._recorder import RECORDER, Recorder
+from rl_profiling._report import PHASES, RunReport
 from rl_profiling._timing import Timing
 from rl_profiling._trace import (
     CATEGORIES,
@@ -40,11 +42,13 @@ __all__ = [
     "CATEGORIES",
     "ENV_VAR",
     "NVTX_ENV_VAR",
+    "PHASES",
     "ProfileConfig",
     "ProfilerHook",
     "RECORDER",
     "RangeStats",
     "Recorder",
+    "RunReport",
     "Timing",
     "TraceError",
     "TraceSummary",
@@ -52,6 +56,7 @@ __all__ = [
     "load_trace_events",
     "nvtx_enabled",
     "profiled",
+    "profiled_methods",
     "profiling_enabled",
     "profiling_env",
     "record",

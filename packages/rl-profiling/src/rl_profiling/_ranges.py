@@ -34,6 +34,7 @@ __all__ = [
     "NVTX_ENV_VAR",
     "nvtx_enabled",
     "profiled",
+    "profiled_methods",
     "profiling_enabled",
     "profiling_env",
     "record",
@@ -294,3 +295,48 @@ def profiled(name: str) -> Callable[[F], F]:
 
     return decorate
 
+
+
+_PLAIN = "_rl_profiled_plain"  # on a wrapper: the plain function it wraps
+
+
+def profiled_methods(cls: type, *methods: str) -> type:
+    """Wrap methods of ``cls`` in ranges named after ``cls``: ``"<cls.__name__>.<method>"``.
+
+    Call it from a base class's ``__init_subclass__`` so that every subclass, a user's
+    included, gets ranges with its own name (``ClipPPOLoss.forward``, not the base's).
+    An inherited method is wrapped anew from its plain function, so ranges do not nest
+    once per level of inheritance; an override that calls ``super()`` nests the wrapped
+    parent's range under its own. Not armed, it changes nothing.
+
+    Args:
+        cls: the class whose methods to wrap (changed in place).
+        *methods: method names; one ``cls`` does not have is skipped.
+
+    Returns:
+        ``cls``.
+
+    Examples:
+        >>> from rl_profiling import profiled_methods
+        >>> class Base:
+        ...     def __init_subclass__(cls, **kwargs):
+        ...         super().__init_subclass__(**kwargs)
+        ...         profiled_methods(cls, "forward")
+        ...     def forward(self, x):
+        ...         return x + 1
+        >>> class Child(Base):
+        ...     pass
+        >>> Child().forward(1)
+        2
+    """
+    if not ARMED:
+        return cls
+    for method in methods:
+        fn = getattr(cls, method, None)
+        if fn is None:
+            continue
+        plain = getattr(fn, _PLAIN, fn)
+        wrapper = profiled(f"{cls.__name__}.{method}")(plain)
+        setattr(wrapper, _PLAIN, plain)
+        setattr(cls, method, wrapper)
+    return cls

@@ -255,6 +255,7 @@ class ReplayBuffer:
     def _postprocess(self, data: Any, info: dict) -> Any:
         return data
 
+    @profiled("ReplayBuffer.update_priority")
     def update_priority(self, index: torch.Tensor, priority: torch.Tensor | float) -> None:
         """Set the priorities of rows ``index`` (prioritized samplers only).
 
@@ -320,6 +321,7 @@ class ReplayBuffer:
             if self._generator is not None and state["rng"] is not None:
                 self._generator.set_state(state["rng"])
 
+    @profiled("ReplayBuffer.dumps")
     def dumps(self, path: Any) -> None:
         """Write an atomic checkpoint to directory ``path`` (see ``docs/replay.md``).
 
@@ -329,6 +331,7 @@ class ReplayBuffer:
         with self._lock:
             dump_state(self, path)
 
+    @profiled("ReplayBuffer.loads")
     def loads(self, path: Any) -> None:
         """Load the latest complete checkpoint from directory ``path``.
 

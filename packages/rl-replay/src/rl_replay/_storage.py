@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from rl_profiling import profiled_methods
 from tensordict import TensorDictBase
 
 from rl_replay._layout import Layout, batch_rows
@@ -38,6 +39,10 @@ class Storage:
     """Whether ``get(index, extra)`` adds ``extra`` root keys to a TensorDict sample."""
     compilable: bool = False
     """Whether the row count is a tensor and writes need no host sync (see ``docs/replay.md``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        profiled_methods(cls, "set")  # a range per storage class: "LazyMemmapStorage.set"
 
     def __init__(self, max_size: int) -> None:
         self.max_size = _check_size("max_size", max_size)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+from rl_profiling import profiled_methods
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
@@ -59,6 +60,10 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
         done: NestedKey = _keys.DONE
         terminated: NestedKey = _keys.TERMINATED
         sample_log_prob: NestedKey = _keys.SAMPLE_LOG_PROB
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        profiled_methods(cls, "forward", "value_estimate")  # "GAE.forward", ...
 
     def __init__(
         self,
