@@ -19,6 +19,12 @@ from __future__ import annotations
 from rl_collectors import weight_sync
 from rl_collectors._async_batched import AsyncBatchedCollector
 from rl_collectors._base import BaseCollector
+from rl_collectors._checkpoint import (
+    Checkpointer,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from rl_collectors._collector import Collector
 from rl_collectors._distributed import DistributedDataCollector, DistributedSyncDataCollector
 from rl_collectors._distributed_worker import serve_distributed_collector
@@ -34,7 +40,12 @@ from rl_collectors._ray import RayCollector
 from rl_collectors._ray_weight_sync import RayWeightUpdater
 from rl_collectors._rpc import RPCDataCollector
 from rl_collectors._traj import TrajCounter, split_trajectories
-from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
+from rl_collectors.exceptions import (
+    CheckpointError,
+    CollectorClosedError,
+    CollectorError,
+    WorkerError,
+)
 
 # TorchRL's names before 0.14 (same objects)
 SyncDataCollector = Collector
@@ -49,6 +60,8 @@ __all__ = [
     "AsyncBatchedCollector",
     "AsyncCollector",
     "BaseCollector",
+    "CheckpointError",
+    "Checkpointer",
     "Collector",
     "CollectorClosedError",
     "CollectorError",
@@ -69,6 +82,9 @@ __all__ = [
     "WorkerError",
     "__version__",
     "aSyncDataCollector",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "save_checkpoint",
     "serve_distributed_collector",
     "split_trajectories",
     "submitit_delayed_launcher",

@@ -101,6 +101,7 @@ class Collector(BaseCollector, ProfilingMixin):
         self.frames = 0
         self.iterations = 0
         self.policy_version = 0
+        self._seed: int | None = None  # the last set_seed, for reseeding on load
         self._traj = TrajCounter(num_rows)
         self._needs_reset = True
         self._closed = False
@@ -325,15 +326,22 @@ class Collector(BaseCollector, ProfilingMixin):
         """
         torch.manual_seed(seed)
         self._needs_reset = True
+        self._seed = int(seed)
         return self.env.set_seed(seed, static_seed=static_seed)
 
     def state_dict(self) -> dict[str, Any]:
-        """Policy weights, env state (when it has one), frame and trajectory counters."""
+        """Policy weights, env state (when it has one: transform statistics), frame,
+        iteration and trajectory counters, policy version and the last seed.
+
+        Random-frame progress is ``frames`` (``init_random_frames`` is compared with it).
+        The gymnasium envs' internal state is not saved: see :meth:`load_state_dict`.
+        """
         state: dict[str, Any] = {
             "frames": self.frames,
             "iter": self.iterations,
             "policy_version": self.policy_version,
             "traj": self._traj.state_dict(),
+            "seed": self._seed,
         }
         if isinstance(self.policy, torch.nn.Module):
             state["policy_state_dict"] = self.policy.state_dict()
@@ -342,14 +350,27 @@ class Collector(BaseCollector, ProfilingMixin):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
+        """Restore what :meth:`state_dict` returned.
+
+        The counters continue where they were (a run with ``total_frames`` collects
+        only what is left), the weight updater counts versions from the saved one, and
+        the next batch starts with a reset: episodes in flight when the state was saved
+        restart. A collector seeded with :meth:`set_seed` reseeds its env with
+        ``seed + iterations``, so two resumes from one state collect the same data.
+        """
         self.frames, self.iterations = int(state["frames"]), int(state["iter"])
         self.policy_version = int(state["policy_version"])
+        if hasattr(self.weight_updater, "restore_version"):
+            self.weight_updater.restore_version(self.policy_version)
         self._traj.load_state_dict(state["traj"])
         if "policy_state_dict" in state:
             self.policy.load_state_dict(state["policy_state_dict"])
         if "env_state_dict" in state:
             self.env.load_state_dict(state["env_state_dict"])
+        self._seed = state.get("seed")
+        if self._seed is not None:
+            self.env.set_seed(self._seed + self.iterations)
+        self._needs_reset = True
 
     def reset(self) -> None:
         """Reset every sub-env before the next batch (new trajectories start)."""

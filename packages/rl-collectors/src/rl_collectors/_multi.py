@@ -279,10 +279,23 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
     def state_dict(self) -> dict[str, Any]:
         """Frames collected and every worker's Collector state (``worker{i}``)."""
         states = self._broadcast("state_dict", [None] * self.num_workers)
-        return {"frames": self.frames, **{f"worker{i}": s for i, s in enumerate(states)}}
+        version = None if self.weight_updater is None else self.weight_updater.version
+        return {"frames": self.frames, "num_workers": self.num_workers, "policy_version": version,
+                **{f"worker{i}": s for i, s in enumerate(states)}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`: frames, versions and each worker's Collector state
+        (its counters and random-frame progress; its env reseeded and reset).
+
+        Raises:
+            ValueError: the state was saved by a collector with another number of workers.
+        """
+        saved = sum(1 for key in state if key.startswith("worker"))
+        if saved != self.num_workers:
+            raise ValueError(f"state: expected the state of {self.num_workers} workers, got {saved}")
         self.frames = int(state["frames"])
+        if self.weight_updater is not None and state.get("policy_version") is not None:
+            self.weight_updater.restore_version(state["policy_version"])
         self._broadcast("load_state_dict", [state[f"worker{i}"] for i in range(self.num_workers)])
 
     # -- profiling (WorkersProfilingMixin's hooks) -------------------------------------------

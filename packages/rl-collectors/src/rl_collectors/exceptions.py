@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CollectorClosedError", "CollectorError", "WorkerError"]
+__all__ = ["CheckpointError", "CollectorClosedError", "CollectorError", "WorkerError"]
 
 
 class CollectorError(RuntimeError):
@@ -37,3 +37,7 @@ class WorkerError(CollectorError):
     def __reduce__(self):  # keep the fields when the error crosses a process boundary
         message = self.args[0].partition(": ")[2].split("\n--- traceback in worker")[0]
         return (type(self), (self.worker_idx, message, self.remote_traceback, self.alive))
+
+
+class CheckpointError(CollectorError):
+    """A run checkpoint is missing, incomplete, or of another layout, format or version."""

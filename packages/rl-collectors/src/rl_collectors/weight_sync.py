@@ -95,6 +95,11 @@ class WeightUpdaterBase:
     def _push(self, weights: TensorDictBase) -> None:
         raise NotImplementedError
 
+    def restore_version(self, version: int) -> None:
+        """Continue counting from ``version`` (a checkpoint's): the next push returns
+        ``version + 1``. Called by the collectors' ``load_state_dict``."""
+        self._version = int(version)
+
     def _check_bound(self) -> None:
         """Raise ``CollectorError`` when the updater has nowhere to write yet."""
 
@@ -226,6 +231,17 @@ class MultiProcessedWeightUpdater(WeightUpdaterBase):
         if self.shared is None:
             raise CollectorError("MultiProcessedWeightUpdater: no source yet; pass it to a "
                                  "collector (weight_updater=...) or give the trainer's policy")
+
+    def restore_version(self, version: int) -> None:
+        """Continue from ``version``: the source policy's current weights (load them
+        first) are written to the shared copy, which the workers read again before
+        their next batch and tag with ``version``."""
+        super().restore_version(version)
+        weights = weights_of(self._source)
+        if self.shared is not None and weights is not None:
+            with torch.no_grad():
+                self.shared.update_(weights)
+        self.sequence.fill_(2 * int(version))
 
     def _push(self, weights: TensorDictBase) -> None:
         with torch.no_grad():

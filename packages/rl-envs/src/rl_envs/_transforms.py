@@ -80,6 +80,24 @@ class Transform:
     def inv_action(self, action: Any) -> Any:
         return action
 
+    # -- state (checkpoints) ------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint restores: statistics learned across episodes.
+
+        Empty by default. Per-episode counters (``RewardSum``, ``StepCounter``) are not
+        saved on purpose: a resumed env is reset, so its episodes restart from zero.
+        """
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`.
+
+        Raises:
+            KeyError: ``state`` holds entries this transform does not save.
+        """
+        if state:
+            raise KeyError(f"{type(self).__name__}.load_state_dict: expected an empty state, got keys {sorted(state)}")
+
     # -- helpers ------------------------------------------------------------------------
     @staticmethod
     def _view(t: torch.Tensor) -> Any:
@@ -130,6 +148,24 @@ class Compose(Transform):
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.transforms)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Each transform's state, keyed ``"<position>:<class name>"``."""
+        return {f"{i}:{type(t).__name__}": t.state_dict() for i, t in enumerate(self.transforms)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`, checking the chain is the one that saved it.
+
+        Raises:
+            ValueError: the saved chain's transforms differ (both chains named).
+        """
+        names = list(self.state_dict())
+        if sorted(state) != sorted(names):
+            raise ValueError(
+                f"Compose.load_state_dict: expected the state of the chain {names}, got {sorted(state)}"
+            )
+        for name, t in zip(names, self.transforms, strict=True):
+            t.load_state_dict(state[name])
 
     def _chain(self, name: str, spec: Composite) -> Composite:
         for t in self.transforms:
@@ -302,6 +338,21 @@ class TransformedEnv(EnvBase):
 
     def _set_seed(self, seed: int | None) -> None:
         self.base_env.set_seed(seed)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The transforms' state (e.g. ``VecNorm`` / ``ObservationNorm`` statistics) and
+        the base env's, when it has one; not the simulator's own state."""
+        state: dict[str, Any] = {"transform": self.transform.state_dict()}
+        if hasattr(self.base_env, "state_dict"):
+            state["base_env"] = self.base_env.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the transforms re-bind their buffers)."""
+        self.transform.load_state_dict(state["transform"])
+        if "base_env" in state:
+            self.base_env.load_state_dict(state["base_env"])
+        self._invalidate()
 
     def _close(self) -> None:
         self.base_env.close()

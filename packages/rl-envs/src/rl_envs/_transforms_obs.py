@@ -245,6 +245,16 @@ class ObservationNorm(Transform):
         if self._owner is not None:
             self._owner._invalidate()
 
+    def state_dict(self) -> dict[str, Any]:
+        """``loc`` and ``scale`` (``None`` before :meth:`init_stats`)."""
+        return {"loc": self.loc, "scale": self.scale}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``loc`` and ``scale``; the env's specs and buffers are rebuilt."""
+        self.loc, self.scale = state["loc"], state["scale"]
+        if self._owner is not None:
+            self._owner._invalidate()
+
     def _affine(self, x: torch.Tensor) -> torch.Tensor:
         loc, scale = self.loc.to(x), self.scale.to(x)  # type: ignore[union-attr]
         return (x - loc) / scale if self.standard_normal else x * scale + loc

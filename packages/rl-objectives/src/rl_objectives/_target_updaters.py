@@ -95,3 +95,11 @@ class HardUpdate:
         if self.counter % self.value_network_update_interval == 0:
             for online, target in self.loss_module.target_pairs():
                 torch._foreach_copy_(target, [p.detach() for p in online])
+
+    def state_dict(self) -> dict[str, int]:
+        """The step counter (the target weights are in the loss module's state)."""
+        return {"counter": self.counter}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Restore :meth:`state_dict`: the next copy comes when it would have."""
+        self.counter = int(state["counter"])

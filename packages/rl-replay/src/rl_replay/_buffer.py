@@ -322,14 +322,16 @@ class ReplayBuffer:
                 self._generator.set_state(state["rng"])
 
     @profiled("ReplayBuffer.dumps")
-    def dumps(self, path: Any) -> None:
+    def dumps(self, path: Any, base: Any = None) -> None:
         """Write an atomic checkpoint to directory ``path`` (see ``docs/replay.md``).
 
         Interrupted at any point, even by SIGKILL, the previous checkpoint at ``path``
-        still loads.
+        still loads. A tensor storage's rows are written in chunks; a chunk unchanged
+        since the latest checkpoint under ``base`` (by default ``path``'s own) is a hard
+        link to that checkpoint's file, so a dump costs what changed.
         """
         with self._lock:
-            dump_state(self, path)
+            dump_state(self, path, base)
 
     @profiled("ReplayBuffer.loads")
     def loads(self, path: Any) -> None:

@@ -4,6 +4,10 @@
 to ``ckpt-<n>``, then atomically replaces ``path/LATEST`` (``os.replace``) with its name,
 and only then deletes older snapshots. Killed at any point, ``LATEST`` names a complete
 snapshot: the previous one until the replace, the new one after.
+
+A tensor storage's rows go to chunk files (:mod:`rl_replay._snapshot`): chunks unchanged
+since the base snapshot (the previous one under ``path``, or the latest under ``base``)
+are hard links to its files, so a dump writes what changed, not the whole buffer.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 import torch
 
+from rl_replay._snapshot import dump_chunks
 from rl_replay.exceptions import CheckpointError
 
 __all__ = ["dump_state", "load_state"]
@@ -38,8 +43,24 @@ def _latest(path: Path) -> str | None:
         return None
 
 
-def dump_state(buffer: Any, path: Any) -> None:
-    """Write ``buffer``'s state as a new snapshot under ``path`` and point LATEST at it."""
+def _chunked(storage: Any) -> bool:
+    return getattr(storage, "layout", None) is not None and hasattr(storage, "_tracker") and (
+        not storage.compilable
+    )
+
+
+def _snapshot_dir(path: Path | None) -> Path | None:
+    """The snapshot ``path/LATEST`` names, if any."""
+    name = None if path is None else _latest(path)
+    return None if name is None else path / name
+
+
+def dump_state(buffer: Any, path: Any, base: Any = None) -> None:
+    """Write ``buffer``'s state as a new snapshot under ``path`` and point LATEST at it.
+
+    Chunks of rows unchanged since the latest snapshot under ``base`` (default: ``path``)
+    are linked from it rather than written.
+    """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     current = _latest(path)
@@ -48,10 +69,16 @@ def dump_state(buffer: Any, path: Any) -> None:
     tmp = path / f"{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    state = buffer.state_dict()
     storage = buffer.storage
-    if hasattr(storage, "checkpoint_state"):
+    in_place = getattr(storage, "scratch_dir", None) is not None and (
+        Path(path).resolve() == storage.scratch_dir.resolve()
+    )
+    state = buffer.state_dict()
+    if hasattr(storage, "checkpoint_state") and in_place:
         state["storage"] = storage.checkpoint_state(path)
+    elif _chunked(storage):
+        base_dir = _snapshot_dir(Path(base) if base is not None else path)
+        state["storage"] = dump_chunks(storage, tmp, base_dir)
     with open(tmp / _STATE, "wb") as f:
         torch.save(state, f)
         f.flush()
@@ -84,4 +111,6 @@ def load_state(buffer: Any, path: Any) -> None:
             f"got {str(path)!r} (LATEST={name!r})"
         )
     state = torch.load(path / name / _STATE, weights_only=False)
+    if state["storage"].get("chunked"):
+        state["storage"]["folder"] = str(path / name)  # where its chunk files are
     buffer.load_state_dict(state)

@@ -155,6 +155,8 @@ class LazyMemmapStorage(LazyTensorStorage):
                 self._write_runs(fd, dst, src.detach().contiguous(), bounds, starts)
             finally:
                 os.close(fd)
+        if self._tracker is not None:
+            self._tracker.mark(self.flat_index(index))
 
     def _write_runs(
         self, fd: int, dst: torch.Tensor, src: torch.Tensor, bounds: list, starts: list
@@ -214,6 +216,9 @@ class LazyMemmapStorage(LazyTensorStorage):
         self._filled = int(meta["filled"])
 
     def __getstate__(self) -> dict:
+        # another process may write the files now, unseen by this one's tracker: from
+        # here on a dump writes every chunk (none is linked from the previous snapshot)
+        self._tracker = None
         state = {
             k: v
             for k, v in self.__dict__.items()
@@ -229,3 +234,4 @@ class LazyMemmapStorage(LazyTensorStorage):
         self.layout, self._leaves, self._flat = None, [], []
         if meta is not None:
             self._open(meta)
+        self._tracker = None  # shared with the pickling process (see __getstate__)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ from rl_profiling import profiled_methods
 from tensordict import TensorDictBase
 
 from rl_replay._layout import Layout, batch_rows
+from rl_replay._snapshot import WriteTracker, load_chunks
 from rl_replay.exceptions import StorageLayoutError
 
 __all__ = ["LazyTensorStorage", "ListStorage", "Storage"]
@@ -228,6 +230,7 @@ class LazyTensorStorage(Storage):
         self.layout: Layout | None = None
         self._envs = 1
         self._leaves: list[torch.Tensor] = []  # full leaves, [cap] or [envs, cap_t]
+        self._tracker: WriteTracker | None = None  # chunks written since each snapshot
         self._flat: list[torch.Tensor] = []  # the same, viewed flat [envs * cap_t, ...]
         if compilable:
             self._make_compilable()
@@ -276,6 +279,8 @@ class LazyTensorStorage(Storage):
         self.layout = layout
         self._leaves = leaves
         self._flat = [t.view(self.capacity, *t.shape[self.ndim :]) for t in leaves]
+        # a compilable storage's writes are traced: no tracker, its dumps copy everything
+        self._tracker = None if self.compilable else WriteTracker(self.capacity)
 
     def _check(self, data: Any) -> list[torch.Tensor]:
         leaves = self.layout.check(data, self.ndim)
@@ -299,6 +304,8 @@ class LazyTensorStorage(Storage):
         dim = self.ndim - 1
         for dst, src in zip(self._leaves, leaves, strict=False):
             dst.index_copy_(dim, index, src.to(self.device))
+        if self._tracker is not None:
+            self._tracker.mark(self.flat_index(index))
 
     takes_extra = True
 
@@ -342,6 +349,9 @@ class LazyTensorStorage(Storage):
         }
 
     def load_state_dict(self, state: dict) -> None:
+        if state.get("chunked"):  # a snapshot's chunk files (see rl_replay._snapshot)
+            load_chunks(self, Path(state["folder"]), state)
+            return
         if state["layout"] is None:
             self.layout, self._leaves, self._flat = None, [], []
             self._set_filled(0)

@@ -1,0 +1,228 @@
+"""Run checkpoints: what each component restores, the manifest's checks, atomicity."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from rl_collectors import (
+    CheckpointError,
+    Checkpointer,
+    Collector,
+    MultiSyncCollector,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from rl_envs import GymEnv, ObservationNorm, RewardSum, StepCounter, TransformedEnv, VecNorm
+
+HERE = Path(__file__).resolve().parent
+
+
+def _env(seed=0):
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), VecNorm(decay=0.99))
+    env.append_transform(ObservationNorm(loc=torch.zeros(4), scale=torch.ones(4), in_keys=["observation"]))
+    env.append_transform(StepCounter())
+    env.append_transform(RewardSum())
+    return env
+
+
+def _collector(**kw):
+    return Collector(_env(), frames_per_batch=8, total_frames=64, init_random_frames=24, **kw)
+
+
+def test_collector_counters_transform_statistics_and_version_round_trip(tmp_path):
+    c = _collector()
+    c.set_seed(5)
+    batches = iter(c)
+    for _ in range(3):
+        next(batches)
+    c.env.transform[1].loc = torch.full((4,), 0.5)  # as init_stats would set it
+    save_checkpoint(tmp_path, collector=c)
+    d = _collector()
+    load_checkpoint(tmp_path, collector=d)
+    assert (d.frames, d.iterations, d._seed) == (24, 3, 5)
+    assert d._traj.next_local == c._traj.next_local
+    vec, saved = d.env.transform[0].state_dict(), c.env.transform[0].state_dict()
+    assert all(torch.equal(vec[k], saved[k]) for k in saved) and saved["observation_count"] > 0
+    assert torch.equal(d.env.transform[1].loc, torch.full((4,), 0.5))
+    # random-frame progress: 24 of 24 random frames done, the rest is the budget left
+    assert sum(b.numel() for b in d) == 64 - 24 and d.frames == 64
+    d.shutdown(), c.shutdown()
+
+
+def test_a_resumed_collector_restarts_its_episodes_and_is_reproducible(tmp_path):
+    c = _collector()
+    c.set_seed(3)
+    next(iter(c))
+    save_checkpoint(tmp_path, collector=c)
+    runs = []
+    for _ in range(2):
+        d = _collector()
+        load_checkpoint(tmp_path, collector=d)
+        batch = next(iter(d))
+        assert batch["step_count"][:, 0].eq(0).all()  # a reset: episodes start over
+        assert batch["next", "episode_reward"][:, 0].eq(1).all()
+        runs.append(batch)
+        d.shutdown()
+    assert torch.equal(runs[0]["observation"], runs[1]["observation"])
+    c.shutdown()
+
+
+def test_policy_version_continues_after_a_load(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE))
+    from collectors_helpers import greedy_policy
+
+    module = greedy_policy()
+    c = Collector(GymEnv("CartPole-v1", num_envs=2), module, frames_per_batch=4, total_frames=-1)
+    c.update_policy_weights_(), c.update_policy_weights_()
+    save_checkpoint(tmp_path, collector=c)
+    d = Collector(GymEnv("CartPole-v1", num_envs=2), module, frames_per_batch=4, total_frames=-1)
+    load_checkpoint(tmp_path, collector=d)
+    assert d.update_policy_weights_() == 3
+    c.shutdown(), d.shutdown()
+
+
+@pytest.mark.timeout(180)
+def test_multi_collector_round_trip_and_worker_count_check(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE))
+    from collectors_helpers import make_cartpole
+
+    kw = dict(frames_per_batch=8, total_frames=48)
+    m = MultiSyncCollector([make_cartpole, make_cartpole], **kw)
+    try:
+        it = iter(m)
+        next(it), next(it)
+        save_checkpoint(tmp_path / "two", collector=m)
+    finally:
+        m.shutdown()
+    m2 = MultiSyncCollector([make_cartpole, make_cartpole], **kw)
+    try:
+        load_checkpoint(tmp_path / "two", collector=m2)
+        assert sum(b.numel() for b in m2) == 48 - 16
+    finally:
+        m2.shutdown()
+    one = MultiSyncCollector([make_cartpole], frames_per_batch=4, total_frames=48)
+    try:
+        with pytest.raises(ValueError, match="expected the state of 1 workers, got 2"):
+            load_checkpoint(tmp_path / "two", collector=one)
+    finally:
+        one.shutdown()
+
+
+def test_rng_states_and_extra_round_trip(tmp_path):
+    torch.manual_seed(1), np.random.seed(1), random.seed(1)
+    save_checkpoint(tmp_path, extra={"step": 12})
+    want = (torch.rand(3), np.random.rand(3), random.random())
+    torch.manual_seed(2), np.random.seed(2), random.seed(2)
+    assert load_checkpoint(tmp_path) == {"step": 12}
+    got = (torch.rand(3), np.random.rand(3), random.random())
+    assert torch.equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[2] == want[2]
+
+
+def test_target_updater_counter_round_trips(tmp_path):
+    from rl_objectives import DQNLoss, HardUpdate
+    from tensordict.nn import TensorDictModule
+
+    loss = DQNLoss(TensorDictModule(torch.nn.Linear(2, 2), ["observation"], ["action_value"]))
+    up = HardUpdate(loss, value_network_update_interval=3)
+    up.step(), up.step()
+    save_checkpoint(tmp_path, loss=loss, target_updater=up)
+    other = HardUpdate(loss, value_network_update_interval=3)
+    load_checkpoint(tmp_path, loss=loss, target_updater=other)
+    assert other.counter == 2
+
+
+def test_a_checkpoint_of_another_layout_or_version_is_refused_naming_the_part(tmp_path):
+    net, opt = torch.nn.Linear(2, 2), None
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    save_checkpoint(tmp_path, policy=net, optim=opt)
+    with pytest.raises(CheckpointError, match=r"missing: \['optim'\]"):
+        load_checkpoint(tmp_path, policy=net)
+    with pytest.raises(CheckpointError, match=r"component 'optim' was a torch.optim.sgd.SGD"):
+        load_checkpoint(tmp_path, policy=net, optim=torch.optim.Adam(net.parameters()))
+    manifest = latest_checkpoint(tmp_path) / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["versions"]["rl-replay"] = "0.0.1"
+    manifest.write_text(json.dumps(data))
+    before = net.weight.detach().clone()
+    with torch.no_grad():
+        net.weight.add_(1.0)
+    with pytest.raises(CheckpointError, match=r"written by rl-replay 0.0.1, this is rl-replay"):
+        load_checkpoint(tmp_path, policy=net, optim=opt)
+    assert not torch.equal(net.weight, before)  # nothing was loaded
+    load_checkpoint(tmp_path, policy=net, optim=opt, strict=False)
+    assert torch.equal(net.weight, before)
+    data["format"] = 99
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(CheckpointError, match="format 99, expected 1"):
+        load_checkpoint(tmp_path, policy=net, optim=opt, strict=False)
+    with pytest.raises(CheckpointError, match="expected a checkpoint directory"):
+        load_checkpoint(tmp_path / "nowhere", policy=net)
+    with pytest.raises(TypeError, match="components: expected objects with state_dict"):
+        save_checkpoint(tmp_path, policy=object())
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys, torch
+    from rl_collectors import save_checkpoint
+    from rl_replay import LazyMemmapStorage, TensorDictPrioritizedReplayBuffer
+    from tensordict import TensorDict
+    rb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyMemmapStorage(400_000), batch_size=4)
+    net = torch.nn.Linear(64, 64)
+    step = 0
+    while True:  # killed from outside, at any point of a save
+        rb.extend(TensorDict({"obs": torch.full((50_000, 16), float(step))}, [50_000]))
+        save_checkpoint(sys.argv[1], policy=net, buffer=rb, extra={"step": step})
+        print(step, flush=True)
+        step += 1
+    """
+)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.13, 0.31])
+def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path, delay):
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "0"  # one checkpoint is complete
+        if delay:
+            import time
+
+            time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(30)
+        proc.stdout.close()
+    from rl_replay import LazyMemmapStorage, TensorDictPrioritizedReplayBuffer
+
+    rb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyMemmapStorage(400_000), batch_size=4)
+    step = load_checkpoint(tmp_path, policy=torch.nn.Linear(64, 64), buffer=rb)["step"]
+    assert len(rb) == 50_000 * (step + 1)
+    obs = rb[:]["obs"][:, 0]
+    assert torch.equal(obs, torch.arange(step + 1).repeat_interleave(50_000).float())
+    rb.storage.cleanup()
+
+
+def test_checkpointer_saves_on_sigterm_and_asks_the_loop_to_stop(tmp_path):
+    net = torch.nn.Linear(2, 2)
+    ckpt = Checkpointer(tmp_path, every_frames=1000, policy=net)
+    try:
+        assert ckpt.step(10, {"i": 0}) is False and latest_checkpoint(tmp_path) is None
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler only sets a flag
+        assert ckpt.step(20, {"i": 1}) is True
+        assert ckpt.restore() == {"i": 1, "frames": 20}
+    finally:
+        ckpt.close()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

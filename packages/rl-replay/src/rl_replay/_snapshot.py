@@ -1,0 +1,165 @@
+"""A tensor storage's rows in a checkpoint as chunk files, linked when unchanged.
+
+A snapshot of a :class:`~rl_replay.LazyTensorStorage` (or memmap storage) holds each
+leaf as files of ``CHUNK_ROWS`` rows, ``data/<leaf>.<chunk>.bin`` (raw bytes). A chunk
+no row of which was written since the *base* snapshot (the previous one) is a hard link
+to the base's file, so a checkpoint costs what changed, not the buffer's size. Files are
+never written after their snapshot is complete, so a link shares data that never moves.
+
+:class:`WriteTracker` (one per storage, updated by each write: one ``index_fill_``) knows
+which chunks changed since which snapshot: a snapshot gets an id and the write
+generation it was taken at; chunk ``c`` is unchanged since snapshot ``s`` when this
+tracker saved or loaded ``s`` and no write touched ``c`` since. A storage loaded from a
+snapshot knows only that one, so an older snapshot is never linked by mistake.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["CHUNK_ROWS", "WriteTracker", "dump_chunks", "load_chunks"]
+
+CHUNK_ROWS = 32768
+"""Rows per chunk file (1M rows: 31 files per leaf)."""
+
+_DATA = "data"
+_ID = "ID"
+
+
+class WriteTracker:
+    """Which chunks of a storage were written since each snapshot it knows."""
+
+    def __init__(self, capacity: int) -> None:
+        self.chunks = math.ceil(capacity / CHUNK_ROWS)
+        self.gen = 1
+        self.chunk_gen = torch.zeros(self.chunks, dtype=torch.int64)
+        self.known: dict[str, int] = {}  # snapshot id -> generation it was taken at
+
+    def mark(self, flat_index: torch.Tensor) -> None:
+        """Rows ``flat_index`` were written (one vectorised op, no host sync)."""
+        chunk = torch.div(flat_index.reshape(-1).cpu(), CHUNK_ROWS, rounding_mode="floor")
+        self.chunk_gen.index_fill_(0, chunk, self.gen)
+
+    def unchanged(self, snapshot_id: str | None) -> torch.Tensor:
+        """Bool ``[chunks]``: the chunk is as in snapshot ``snapshot_id``."""
+        gen = self.known.get(snapshot_id) if snapshot_id is not None else None
+        if gen is None:
+            return torch.zeros(self.chunks, dtype=torch.bool)
+        return self.chunk_gen < gen
+
+    def taken(self, snapshot_id: str) -> None:
+        """A snapshot of the current rows was taken (or loaded) under ``snapshot_id``."""
+        self.gen += 1  # rows written from now on are newer than the snapshot
+        self.known = {snapshot_id: self.gen}  # older ones are never a base again
+
+
+def _raw_rows(flat: torch.Tensor) -> torch.Tensor:
+    """``[capacity, row_bytes]`` uint8 view of a flat leaf (no copy)."""
+    return flat.reshape(flat.shape[0], -1).view(torch.uint8)
+
+
+def _write_file(path: Path, raw: torch.Tensor) -> None:
+    with open(path, "wb") as f:
+        f.write(memoryview(raw.contiguous().numpy()).cast("B"))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _base_id(base: Path | None) -> str | None:
+    try:
+        return (base / _DATA / _ID).read_text().strip() if base is not None else None
+    except FileNotFoundError:
+        return None
+
+
+def dump_chunks(storage: Any, folder: Path, base: Path | None) -> dict:
+    """Write ``storage``'s leaves under ``folder/data``, linking chunks unchanged since
+    the snapshot in ``base``; return the storage's state (layout, counts, chunk ids)."""
+    from rl_replay._storage import _layout_state
+
+    tracker: WriteTracker | None = storage._tracker
+    data = folder / _DATA
+    data.mkdir()
+    if tracker is None:  # a storage shared with another process: every chunk is written
+        tracker = WriteTracker(storage.capacity)
+    unchanged = tracker.unchanged(_base_id(base)).tolist()
+    written = 0
+    for leaf, flat in enumerate(storage._flat):
+        raw = _raw_rows(flat)
+        for chunk, same in enumerate(unchanged):
+            name = f"{leaf}.{chunk}.bin"
+            if same:
+                try:
+                    os.link(base / _DATA / name, data / name)
+                    continue
+                except OSError:  # another file system: write it
+                    pass
+            _write_file(data / name, raw[chunk * CHUNK_ROWS : (chunk + 1) * CHUNK_ROWS])
+            written += 1
+    snapshot_id = uuid.uuid4().hex
+    (data / _ID).write_text(snapshot_id)
+    tracker.taken(snapshot_id)
+    return {
+        "chunked": True,
+        "id": snapshot_id,
+        "layout": _layout_state(storage.layout),
+        "envs": storage._envs,
+        "filled": int(storage._filled),
+        "shapes": [list(t.shape) for t in storage._leaves],
+        "dtypes": [str(t.dtype).removeprefix("torch.") for t in storage._leaves],
+        "chunk_rows": CHUNK_ROWS,
+        "chunks_written": written,
+    }
+
+
+def load_chunks(storage: Any, folder: Path, state: dict) -> None:
+    """Fill ``storage`` from the chunk files of snapshot ``folder`` (see :func:`dump_chunks`).
+
+    A memory-mapped storage's files are filled by the kernel (``copy_file_range``), with
+    no pass through this process's memory.
+    """
+    from rl_replay._storage import _layout_from_state
+
+    layout = _layout_from_state(state["layout"])
+    storage._envs = int(state["envs"])
+    if hasattr(storage, "filenames"):  # memmap: (re)create its files
+        storage._folder()
+        storage.existsok, storage.filenames = True, []
+    leaves = [
+        storage._alloc(key, torch.Size(shape), getattr(torch, dtype))
+        for key, shape, dtype in zip(layout.keys, state["shapes"], state["dtypes"], strict=True)
+    ]
+    storage._attach(layout, leaves)
+    rows = int(state["chunk_rows"])
+    for leaf, flat in enumerate(storage._flat):
+        raw = _raw_rows(flat)
+        row_bytes = raw.shape[1]
+        chunks = math.ceil(raw.shape[0] / rows)
+        for chunk in range(chunks):
+            src = folder / _DATA / f"{leaf}.{chunk}.bin"
+            if hasattr(storage, "filenames"):
+                _copy_range(src, storage.filenames[leaf], chunk * rows * row_bytes)
+            else:
+                with open(src, "rb") as f:
+                    f.readinto(memoryview(raw[chunk * rows : (chunk + 1) * rows].numpy()).cast("B"))
+    storage._set_filled(int(state["filled"]))
+    storage._tracker = WriteTracker(storage.capacity)
+    storage._tracker.taken(state["id"])
+
+
+def _copy_range(src: Path, dst: str, offset: int) -> None:
+    """Copy file ``src`` into ``dst`` at ``offset``, in the kernel."""
+    size = src.stat().st_size
+    with open(src, "rb") as fin, open(dst, "r+b") as fout:
+        done = 0
+        while done < size:
+            n = os.copy_file_range(fin.fileno(), fout.fileno(), size - done, done, offset + done)
+            if n == 0:
+                raise OSError(f"copy_file_range: {src} ended after {done} of {size} bytes")
+            done += n
