@@ -3,6 +3,7 @@
     uv run python benchmarks/results_examples.py                       # 3 seeds of every example
     uv run python benchmarks/results_examples.py --seeds 1 dqn_prioritized
     uv run python benchmarks/results_examples.py --render-only         # rewrite the page only
+    uv run python benchmarks/results_examples.py --health              # the health page's short runs
 
 Each run is ``python examples/<name>.py --seed K --logdir <tmp>`` in a fresh process. The
 last stdout line (one JSON object: frames, seconds, mean_return, fps) gives the final
@@ -17,6 +18,14 @@ records of an example whose code has changed since are dropped when the script r
 runs of old and new hyper-parameters are never mixed (the page then shows only what the
 current code reaches, and lists the examples it has no run of). Only measured figures go
 into the table; the published figures beside them are quoted from the cited pages.
+
+Each record also keeps every scalar series the run logged (``charts/episodic_return`` and
+the ``losses/*`` diagnostics), thinned to ``CURVE_POINTS`` points. From the returns the
+page's learning curves are drawn, one hand-written SVG per example under
+``docs/assets/curves/`` (median and [min, max] over the seeds, no plotting dependency);
+the diagnostics are quoted by ``docs/health.md`` through the build hook
+``tools/mkdocs_hooks/example_results.py``. ``--health`` runs ``HEALTH_VARIANTS`` instead:
+short runs with one setting made wrong on purpose, kept in ``benchmarks/results/health_runs.json``.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import argparse
 import ast
 import hashlib
 import json
+import math
 import os
 import platform
 import statistics
@@ -36,6 +46,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results.md"
+# where the example scripts are read from; --examples-dir points elsewhere, e.g. at
+# `git archive HEAD examples | tar -x -C DIR`, to run the committed examples while the
+# working tree holds someone's unfinished edit of them (the fingerprint follows the file run)
+EXAMPLES_DIR = ROOT / "examples"
 RUNS_MARK = "<!-- runs:"
 
 # name -> task, target (threshold on the mean return of the last 20 episodes), budget
@@ -79,6 +93,19 @@ EXAMPLES: dict[str, dict] = {
 }
 
 
+# Short runs of ppo_cartpole with one setting made wrong on purpose, for the "Is my run
+# healthy?" page (docs/health.md): name -> (example, extra options). One seed each, 51,200
+# frames (100 batches), recorded in HEALTH_RUNS by ``--health``; the page quotes their
+# logged series through ``<!-- example-series: NAME TAG -->`` markers.
+HEALTH_RUNS = ROOT / "benchmarks" / "results" / "health_runs.json"
+HEALTH_VARIANTS: dict[str, tuple[str, list[str]]] = {
+    "ppo_cartpole_short": ("ppo_cartpole", ["--total-frames", "51200"]),
+    "ppo_cartpole_lr_high": ("ppo_cartpole", ["--total-frames", "51200", "--lr", "0.03"]),
+    "ppo_cartpole_critic_swamp": ("ppo_cartpole", ["--total-frames", "51200", "--critic-coef", "500"]),
+    "ppo_cartpole_lr_extreme": ("ppo_cartpole", ["--total-frames", "51200", "--lr", "0.3"]),
+}
+
+
 def frames_to_threshold(logdir: Path, threshold: float) -> int | None:
     """First logged frame count at which ``charts/episodic_return`` reaches ``threshold``."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -93,13 +120,39 @@ def frames_to_threshold(logdir: Path, threshold: float) -> int | None:
     return None
 
 
+CURVE_POINTS = 60  # a record keeps at most this many points of each logged series
+
+
+def thin(points: list[tuple[int, float]], keep: int = CURVE_POINTS) -> list[list[float]]:
+    """``keep`` points of a series spread evenly over it, the first and the last included."""
+    if len(points) <= keep:
+        chosen = points
+    else:
+        chosen = [points[round(i * (len(points) - 1) / (keep - 1))] for i in range(keep)]
+    return [[int(step), round(float(value), 6)] for step, value in chosen]
+
+
+def logged_series(logdir: Path) -> dict[str, list[list[float]]]:
+    """Every scalar the example logged (``charts/*``, ``losses/*``), thinned: ``tag -> [[frames, value], ...]``.
+
+    ``charts/episodic_return`` is the learning curve the results page draws; the ``losses/*``
+    series are the diagnostics the "Is my run healthy?" page quotes.
+    """
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: thin([(e.step, e.value) for e in events.Scalars(tag)])
+            for tag in sorted(events.Tags()["scalars"]) if tag != "charts/SPS"}
+
+
 def code_fingerprint(name: str) -> str:
     """Hash of ``examples/<name>.py``'s syntax tree without docstrings (comments never reach it).
 
     Any change to what the example runs (a ``Config`` default, a network, the loop) changes
     it; editing a docstring or a comment does not.
     """
-    tree = ast.parse((ROOT / "examples" / f"{name}.py").read_text())
+    tree = ast.parse((EXAMPLES_DIR / f"{name}.py").read_text())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body
@@ -126,7 +179,7 @@ def drop_stale(records: list[dict], extra: list[str]) -> list[dict]:
 
 def run_one(name: str, seed: int, extra: list[str], timeout: float) -> dict:
     """One example run in a fresh process; its record for the page."""
-    script = ROOT / "examples" / f"{name}.py"
+    script = EXAMPLES_DIR / f"{name}.py"
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix=f"rl-results-{name}-") as tmp:
         cmd = [sys.executable, str(script), "--seed", str(seed), "--logdir", str(Path(tmp) / "tb"), *extra]
@@ -136,9 +189,36 @@ def run_one(name: str, seed: int, extra: list[str], timeout: float) -> dict:
             raise RuntimeError(f"{name} seed {seed} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         reached = frames_to_threshold(Path(tmp) / "tb", EXAMPLES[name]["threshold"])
+        series = logged_series(Path(tmp) / "tb")
     shown = ["python", f"examples/{name}.py", "--seed", str(seed), *extra]
     return {"example": name, "seed": seed, "code": code_fingerprint(name), "args": extra, "command": " ".join(shown),
-            "started": started, "load_avg_1min_before": round(load_before, 2), "frames_to_threshold": reached, **result}
+            "started": started, "load_avg_1min_before": round(load_before, 2), "frames_to_threshold": reached,
+            "machine": machine(), **result, "series": series}
+
+
+def dump_records(records: list[dict]) -> str:
+    """The records as JSON, one line per logged series (not one per number)."""
+    texts = []
+    for record in records:
+        series = record.get("series")
+        text = json.dumps({k: v for k, v in record.items() if k != "series"}, indent=1)
+        if series is not None:
+            rows = ",\n".join(f"  {json.dumps(tag)}: {json.dumps(points, separators=(',', ':'))}"
+                              for tag, points in series.items())
+            text = text[: -len("\n}")] + ',\n "series": {\n' + rows + "\n }\n}"
+        texts.append(text)
+    return "[\n" + ",\n".join(texts) + "\n]"
+
+
+def run_health_variants(names: list[str], timeout: float) -> None:
+    """Run the ``HEALTH_VARIANTS`` (seed 0) and keep their records in ``HEALTH_RUNS``."""
+    records = json.loads(HEALTH_RUNS.read_text()) if HEALTH_RUNS.exists() else []
+    for name in names:
+        example, extra = HEALTH_VARIANTS[name]
+        print(f"running {name} ({example} {' '.join(extra)}) ...", flush=True)
+        record = {**run_one(example, 0, extra, timeout), "example": name, "variant_of": example}
+        records = [r for r in records if r["example"] != name] + [record]
+        HEALTH_RUNS.write_text(dump_records(records) + "\n")  # after every run: nothing lost
 
 
 def machine() -> str:
@@ -185,6 +265,115 @@ def example_row(name: str, runs: list[dict]) -> str:
             f"{spec['published']} |")
 
 
+RETURN_TAG = "charts/episodic_return"
+SVG_W, SVG_H, PAD_L, PAD_R, PAD_T, PAD_B = 640, 300, 64, 16, 28, 44
+
+
+def _at(curve: list[list[float]], x: float) -> float | None:
+    """The curve's last logged value at or before frame ``x`` (None before its first point)."""
+    value = None
+    for frames, y in curve:
+        if frames > x:
+            break
+        value = y
+    return value
+
+
+def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """About ``count`` round tick values covering ``[lo, hi]``."""
+    raw = (hi - lo) / max(count, 1) or 1.0
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = step * (lo // step)
+    return [first + i * step for i in range(int((hi - first) / step) + 2) if first + i * step <= hi + 1e-9]
+
+
+def curve_svg(name: str, runs: list[dict]) -> str | None:
+    """The learning curve of ``name`` as an SVG: median and [min, max] over the seeds.
+
+    Each run's ``charts/episodic_return`` (kept thinned in its record) is read on a common
+    grid of frames as the last value logged at or before each grid point; the band spans
+    the seeds that had logged a return by then. None when no run kept its curve.
+    """
+    curves = [r["series"][RETURN_TAG] for r in runs if RETURN_TAG in r.get("series", {})]
+    if not curves:
+        return None
+    spec, budget = EXAMPLES[name], max(c[-1][0] for c in curves)
+    grid = [budget * i / (CURVE_POINTS - 1) for i in range(CURVE_POINTS)]
+    rows = []
+    for x in grid:
+        ys = [y for y in (_at(c, x) for c in curves) if y is not None]
+        if ys:
+            rows.append((x, statistics.median(ys), min(ys), max(ys)))
+    lo = min([r[2] for r in rows] + [spec["threshold"]])
+    hi = max([r[3] for r in rows] + [spec["threshold"]])
+    yticks = _nice_ticks(lo, hi)
+    lo, hi = min(lo, yticks[0]), max(hi, yticks[-1])
+    plot_w, plot_h = SVG_W - PAD_L - PAD_R, SVG_H - PAD_T - PAD_B
+
+    def px(x: float) -> float:
+        return round(PAD_L + plot_w * x / budget, 1)
+
+    def py(y: float) -> float:
+        return round(PAD_T + plot_h * (1 - (y - lo) / ((hi - lo) or 1.0)), 1)
+
+    band = [f"{px(x)},{py(top)}" for x, _, _, top in rows] + [f"{px(x)},{py(bot)}" for x, _, bot, _ in reversed(rows)]
+    median = " ".join(f"{px(x)},{py(m)}" for x, m, _, _ in rows)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {SVG_W} {SVG_H}" width="100%" '
+        f'style="max-width:{SVG_W}px" role="img" font-family="sans-serif" font-size="12">',
+        f"<title>{name}: mean return of the last 20 episodes against frames, median and range over "
+        f"{len(curves)} seed(s)</title>",
+        f'<text x="{PAD_L}" y="16" font-size="13">{name}.py, {spec["task"]}: median and [min, max] '
+        f"over {len(curves)} seed(s)</text>",
+        f'<rect x="{PAD_L}" y="{PAD_T}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
+    ]
+    for y in yticks:
+        parts.append(f'<line x1="{PAD_L}" x2="{PAD_L + plot_w}" y1="{py(y)}" y2="{py(y)}" stroke="#ddd"/>'
+                     f'<text x="{PAD_L - 6}" y="{py(y) + 4}" text-anchor="end">{y:g}</text>')
+    for x in _nice_ticks(0, budget):
+        parts.append(f'<text x="{px(x)}" y="{PAD_T + plot_h + 16}" text-anchor="middle">{x / 1000:g}k</text>')
+    parts += [
+        f'<text x="{PAD_L + plot_w / 2}" y="{SVG_H - 6}" text-anchor="middle">frames</text>',
+        f'<text x="14" y="{PAD_T + plot_h / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {PAD_T + plot_h / 2})">mean return (last 20 episodes)</text>',
+        f'<polygon points="{" ".join(band)}" fill="#1f77b4" fill-opacity="0.2" stroke="none"/>',
+        f'<polyline points="{median}" fill="none" stroke="#1f77b4" stroke-width="2"/>',
+        f'<line x1="{PAD_L}" x2="{PAD_L + plot_w}" y1="{py(spec["threshold"])}" y2="{py(spec["threshold"])}" '
+        f'stroke="#d62728" stroke-dasharray="6 4"/>',
+        f'<text x="{PAD_L + plot_w - 4}" y="{py(spec["threshold"]) + 15}" text-anchor="end" fill="#d62728">'
+        f'target {spec["threshold"]:g}</text>',
+        "</svg>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def curves_section(by_name: dict[str, list[dict]], page: Path) -> list[str]:
+    """Write each example's SVG next to the page; the Markdown that shows them."""
+    lines = ["## Learning curves", "",
+             "Drawn by `benchmarks/results_examples.py` from the runs recorded at the end of this page "
+             "(the return logged after every batch, thinned to at most "
+             f"{CURVE_POINTS} points per run): the line is the median over the seeds, the band their "
+             "[min, max], the dashed line the example's target.", ""]
+    without = []
+    for name, runs in by_name.items():
+        svg = curve_svg(name, runs)
+        if svg is None:
+            if runs:
+                without.append(f"`{name}.py`")
+            continue
+        path = page.parent / "assets" / "curves" / f"{name}.svg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(svg)
+        kept = sum(RETURN_TAG in r.get("series", {}) for r in runs)
+        note = "" if kept == len(runs) else f" ({kept} of its {len(runs)} recorded runs kept their curve)"
+        lines += [f"![Learning curve of {name}.py]({path.relative_to(page.parent).as_posix()}){note}", ""]
+    if without:
+        lines += [f"No curve yet for {', '.join(without)}: their runs were recorded before the script kept "
+                  "curves; `--rerun` them to draw one.", ""]
+    return lines
+
+
 def _frames_to_target(record: dict) -> str:
     if "note" in record:
         return "not recorded"
@@ -199,7 +388,7 @@ def peers_section() -> list[str]:
     return [section, ""] if section else []
 
 
-def render(records: list[dict], argv: list[str]) -> str:
+def render(records: list[dict], argv: list[str], page: Path | None = None) -> str:
     by_name = {name: sorted((r for r in records if r["example"] == name), key=lambda r: r["seed"])
                for name in EXAMPLES}
     header = ("| Example | Task | Target (mean of last 20 episodes) | Runs (seeds) | Frames | Final return | "
@@ -209,6 +398,12 @@ def render(records: list[dict], argv: list[str]) -> str:
     missing = [f"`{name}.py`" for name, runs in by_name.items() if not runs]
     dates = sorted(r["started"] for r in records)
     loads = [r["load_avg_1min_before"] for r in records]
+    machines = sorted({r["machine"] for r in records if "machine" in r})
+    unrecorded = sum("machine" not in r for r in records)
+    machine_line = "; ".join(machines) or "not recorded"
+    if machines and unrecorded:
+        machine_line += (f" ({unrecorded} earlier run(s) did not record theirs: the same 2-CPU AMD EPYC "
+                         "development VM, whose CPU generation changed between sessions)")
     lines = [
         "# Results of the examples",
         "",
@@ -219,7 +414,7 @@ def render(records: list[dict], argv: list[str]) -> str:
         "- Full table (3 seeds of every example): `uv run python benchmarks/results_examples.py --seeds 3`; "
         f"this page was last written by `uv run python benchmarks/results_examples.py {' '.join(argv)}`".rstrip(),
         f"- Runs started between {dates[0]} and {dates[-1]}" if dates else "- No runs yet",
-        f"- Machine: {machine()}",
+        f"- Machine: {machine_line}",
         f"- 1-minute load average when each run started: {min(loads):.1f} to {max(loads):.1f} "
         "(the machine was shared: wall times and frames/s are upper and lower bounds of what an "
         "idle machine gives)" if loads else "",
@@ -235,6 +430,7 @@ def render(records: list[dict], argv: list[str]) -> str:
     if missing:
         lines += [f"Not run yet (no record): {', '.join(missing)}. Run the script with their names "
                   "to add them.", ""]
+    lines += curves_section(by_name, PAGE if page is None else page)
     lines += [
         "The published figures are those projects' own reports (different budgets, hardware and "
         "evaluation protocols); they show what a correct implementation reaches, not a "
@@ -251,13 +447,14 @@ def render(records: list[dict], argv: list[str]) -> str:
           f"{r['seconds']} | {r['fps']} | {r.get('note', '')} |" for r in sorted(records, key=lambda r: (r['example'], r['seed']))],
         "",
         *peers_section(),
-        f"{RUNS_MARK}\n{json.dumps(records, indent=1)}\n-->",
+        f"{RUNS_MARK}\n{dump_records(records)}\n-->",
         "",
     ]
     return "\n".join(lines)
 
 
 def main() -> None:
+    global EXAMPLES_DIR
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help=f"examples to run (default all): {', '.join(EXAMPLES)}")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 of each example")
@@ -265,7 +462,15 @@ def main() -> None:
     parser.add_argument("--render-only", action="store_true", help="re-render the page from its recorded runs")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds one run may take")
     parser.add_argument("--page", type=Path, default=PAGE)
+    parser.add_argument("--health", action="store_true",
+                        help=f"run the deliberately wrong short runs instead ({', '.join(HEALTH_VARIANTS)})")
+    parser.add_argument("--examples-dir", type=Path, default=EXAMPLES_DIR,
+                        help="read and run the example scripts from this directory")
     args, extra = parser.parse_known_args()
+    EXAMPLES_DIR = args.examples_dir.resolve()
+    if args.health:
+        run_health_variants(args.names or list(HEALTH_VARIANTS), args.timeout)
+        return
     names = args.names or list(EXAMPLES)
     unknown = sorted(set(names) - set(EXAMPLES))
     if unknown:
@@ -280,9 +485,9 @@ def main() -> None:
                 print(f"running {name} seed {seed} ...", flush=True)
                 record = run_one(name, seed, extra, args.timeout)
                 records = [r for r in records if not (r["example"] == name and r["seed"] == seed)] + [record]
-                args.page.write_text(render(records, sys.argv[1:]))  # after every run: nothing lost
+                args.page.write_text(render(records, sys.argv[1:], args.page))  # after every run: nothing lost
                 print(json.dumps(record), flush=True)
-    args.page.write_text(render(records, sys.argv[1:]))
+    args.page.write_text(render(records, sys.argv[1:], args.page))
     print(f"wrote {args.page}")
 
 

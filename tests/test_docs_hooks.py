@@ -4,7 +4,10 @@
   (with or without recorded versions), every marker of the performance pages resolves, and
   a wrong marker fails the build with a message that names what exists;
 - ``benchmarks/run.py`` records the versions, the command and the commit;
-- ``vendored_mermaid``: the pinned script goes before the theme bundle on diagram pages only.
+- ``vendored_mermaid``: the pinned script goes before the theme bundle on diagram pages only;
+- ``example_results``: example markers expand from the runs recorded on ``docs/results.md``
+  and in ``benchmarks/results/health_runs.json``, every marker on the pages resolves, and a
+  wrong one fails the build naming what exists.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def _load(path: Path, name: str):
 
 bench_tables = _load(HOOKS / "bench_tables.py", "_docs_hook_bench_tables")
 vendored_mermaid = _load(HOOKS / "vendored_mermaid.py", "_docs_hook_vendored_mermaid")
+example_results = _load(HOOKS / "example_results.py", "_docs_hook_example_results")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +47,7 @@ def results() -> dict:
 
 
 def test_hook_docstring_examples_run():
-    for module in (bench_tables, vendored_mermaid):
+    for module in (bench_tables, vendored_mermaid, example_results):
         outcome = doctest.testmod(module)
         assert outcome.failed == 0, f"{module.__name__}: {outcome}"
 
@@ -159,3 +163,35 @@ def test_a_merged_bench_is_stamped_with_its_own_run():
     own, other = bench_tables.table(merged, "a", "page"), bench_tables.table(merged, "b", "page")
     assert "2026-02-02T02:02:02" in own and "--merge a" in own and "part222" in own
     assert "2026-01-01T00:00:00" in other and "--merge" not in other and "full111" in other
+
+
+def _run(example: str, seed: int, returns: list[float]) -> dict:
+    return {"example": example, "seed": seed, "mean_return": returns[-1], "frames_to_threshold": None,
+            "seconds": 1.0, "fps": 2.0, "started": f"2026-01-01 00:0{seed} UTC", "load_avg_1min_before": 0.5,
+            "series": {"charts/episodic_return": [[100 * (i + 1), r] for i, r in enumerate(returns)]}}
+
+
+def test_example_summary_and_series_come_from_the_records():
+    records = [_run("a", 0, [10.0, 30.0]), _run("a", 1, [20.0, 50.0]), _run("b", 0, [1.0])]
+    out = example_results.expand("<!-- example: a -->", records, "p.md")
+    assert out.startswith("final return 40.0 [30.0, 50.0], its target reached by none of 2")
+    assert "seeds 0, 1" in out and "2026-01-01 00:00 UTC to 2026-01-01 00:01 UTC" in out
+    out = example_results.expand("<!-- example-series: a charts/episodic_return -->", records, "p.md")
+    assert out == "first 15, median over the run 27.5, largest 40, last 40 (median of 2 seeds)"
+
+
+def test_wrong_example_markers_fail_with_what_exists():
+    records = [_run("a", 0, [1.0])]
+    with pytest.raises(PluginError, match=r"p\.md: no run of example 'zzz' .*recorded: \['a'\]"):
+        example_results.expand("<!-- example: zzz -->", records, "p.md")
+    with pytest.raises(PluginError, match=r"holds the series 'losses/x'; its series: \['charts/episodic_return'\]"):
+        example_results.expand("<!-- example-series: a losses/x -->", records, "p.md")
+
+
+def test_every_example_marker_on_the_pages_resolves():
+    records = example_results.all_records(ROOT / "docs" / "results.md")
+    pages = [p for p in sorted((ROOT / "docs").rglob("*.md")) if "<!-- example" in p.read_text()]
+    assert len(pages) >= 2, f"pages with example markers: {pages}"
+    for page in pages:
+        out = example_results.expand(page.read_text(), records, page.name)  # raises on one that does not resolve
+        assert not example_results.SUMMARY.search(out) and not example_results.SERIES.search(out)

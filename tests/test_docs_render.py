@@ -6,7 +6,9 @@ playwright driving Debian's ``chromium`` (one browser, one context, one tab). A 
 console error, an uncaught page error, a failed request or a response >= 400, any request
 to a host other than the local server (the site must work without the internet: fonts
 off, mermaid vendored under ``docs/javascripts/``), or an empty main content; on pages
-with mermaid fences every diagram must become an SVG. Screenshots of the home page and of
+with mermaid fences every diagram must become an SVG. A page also fails when it is wider
+than the 1280 px viewport (it would scroll sideways) or when a diagram had to be shrunk
+below 0.6 of its own size to fit the content column (its text is then unreadable). Screenshots of the home page and of
 one internals page go to ``$RL_TEST_ARTIFACTS`` (default ``<repo>/artifacts/docs/``).
 The browser tests are skipped, with the reason, when ``chromium`` is not installed
 (``.ci/run`` installs it).
@@ -47,6 +49,20 @@ DIAGRAMS_DONE = """n => {
   return done.length >= n && document.querySelectorAll("pre.mermaid").length === 0;
 }"""
 DIAGRAM_TIMEOUT = 30.0  # seconds for a page's diagrams to become SVGs
+VIEWPORT = {"width": 1280, "height": 900}
+MIN_DIAGRAM_SCALE = 0.6  # a diagram drawn smaller than this share of its own size is unreadable
+# diagrams known to be drawn smaller than that (page -> the scale last seen): the test fails
+# when one of these becomes readable (remove it here) as well as when another page shrinks
+SMALL_DIAGRAMS = {"distributed/": 0.60, "internals/multiprocess/": 0.40, "internals/parallel-env/": 0.46}
+# how wide the page is, and how much each diagram was shrunk to fit the content column
+LAYOUT = """() => {
+  const scales = [...document.querySelectorAll("div.mermaid")].map(d => {
+    const svg = d.shadowRoot && d.shadowRoot.querySelector("svg");
+    const natural = svg && svg.viewBox && svg.viewBox.baseVal && svg.viewBox.baseVal.width;
+    return natural ? svg.getBoundingClientRect().width / natural : 1;
+  });
+  return {width: document.documentElement.scrollWidth, viewport: window.innerWidth, scales};
+}"""
 
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
@@ -75,7 +91,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]
     """The strict build, served on 127.0.0.1; yields (site directory, base URL)."""
     site_dir = tmp_path_factory.mktemp("site")
     build = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site_dir)],
+        # no -q: with it mkdocs does not count warnings, and --strict passes a broken link
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site_dir)],
         cwd=ROOT, capture_output=True, text=True, timeout=150, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert build.returncode == 0, f"mkdocs build --strict failed:\n{build.stderr[-4000:]}"
@@ -99,7 +116,7 @@ def browser_context(site: tuple[Path, str]):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         try:
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context = browser.new_context(viewport=VIEWPORT)
             context.add_init_script(OPEN_SHADOW_ROOTS)
             yield context
             context.close()
@@ -138,7 +155,7 @@ class _Tab:
         if url.scheme in ("http", "https") and url.netloc != self.host:
             self._add(f"external request: {request.url}")
 
-    def load(self, url: str, diagrams: int) -> list[str]:
+    def load(self, url: str, diagrams: int, small_diagrams_known: bool = False) -> list[str]:
         """Load ``url``; every way it failed to render, as messages (none: it rendered)."""
         self.page.goto("about:blank")  # the previous page's late events land before the reset
         self.problems = []
@@ -148,7 +165,20 @@ class _Tab:
             self._add(f"empty main content ({len(text.strip())} characters)")
         if diagrams and not self._wait_for_diagrams(diagrams):
             self._add(f"mermaid: {diagrams} diagram(s) on the page, not all rendered to SVG")
+        self._check_layout(small_diagrams_known)
         return list(self.problems)
+
+    def _check_layout(self, small_diagrams_known: bool) -> None:
+        """The page fits the viewport (no horizontal scroll) and every diagram is readable."""
+        layout = self.page.evaluate(LAYOUT)
+        if layout["width"] > layout["viewport"]:
+            self._add(f"page is {layout['width']} px wide, wider than the {layout['viewport']} px viewport")
+        small = [(i, s) for i, s in enumerate(layout["scales"]) if s < MIN_DIAGRAM_SCALE]
+        for i, scale in small if not small_diagrams_known else []:
+            self._add(f"diagram {i + 1} is drawn at {scale:.2f} of its size (below {MIN_DIAGRAM_SCALE}): "
+                      "too wide to read at page width")
+        if small_diagrams_known and not small:
+            self._add("every diagram is readable now: remove the page from SMALL_DIAGRAMS")
 
     def _wait_for_diagrams(self, diagrams: int) -> bool:
         """True once every diagram is an SVG; False on a timeout or as soon as a page error
@@ -179,7 +209,7 @@ def test_every_page_renders_offline(site, tab):
     assert sum(n for _, n in pages) > 0, "no page has a mermaid diagram: the diagram check checks nothing"
     failures = {}
     for rel, diagrams in pages:
-        problems = tab.load(base + rel, diagrams)
+        problems = tab.load(base + rel, diagrams, (rel in SMALL_DIAGRAMS))
         if problems:
             failures[rel or "/"] = problems
     assert not failures, "pages that do not render cleanly:\n" + "\n".join(
@@ -194,7 +224,19 @@ def test_screenshots(site, tab):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     counts = dict(_pages(site_dir))
     for name, rel in SHOTS.items():
-        assert tab.load(base + rel, counts[rel]) == [], f"{rel} does not render cleanly"
+        assert tab.load(base + rel, counts[rel], rel in SMALL_DIAGRAMS) == [], f"{rel} does not render cleanly"
         shot = ARTIFACTS / name
         tab.page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000, f"{shot}: {shot.stat().st_size} bytes, expected a real page"
+
+
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_layout_check_sees_a_page_wider_than_the_viewport(site, tab):
+    site_dir, base = site
+    assert tab.load(base + "glossary/", 0) == []
+    tab.page.evaluate("document.body.appendChild(Object.assign(document.createElement('div'),"
+                      " {style: 'width: 3000px; height: 10px'}))")
+    tab.problems = []
+    tab._check_layout(small_diagrams_known=False)
+    assert any("wider than the 1280 px viewport" in p for p in tab.problems), tab.problems
