@@ -1,6 +1,15 @@
 """DQN with prioritized replay and a multi-process collector on CartPole-v1 (CleanRL style).
 
     uv run examples/dqn_prioritized.py                 # 300k frames; target: mean return >= 400
+    uv run examples/dqn_prioritized.py --checkpoint-dir runs/dqn --checkpoint-every 20000
+    uv run examples/dqn_prioritized.py --checkpoint-dir runs/dqn --resume   # after a preemption
+
+With ``--checkpoint-dir``, a ``Checkpointer`` saves the run (policy and loss with the
+target network, optimiser, target updater, the prioritized buffer with its priorities,
+the collector, RNGs) every ``--checkpoint-every`` frames, at the end, and on SIGTERM
+(then the script exits cleanly); ``--resume`` continues from the latest one. The
+buffer's rows are saved in chunks: a checkpoint rewrites only the chunks written since
+the previous one (see docs/checkpointing.md).
 
 Status: most seeds reach the target; not every run holds it. Since the agent is built
 from rl-modules (``QValueActor`` + ``EGreedyModule``; the same network, the same
@@ -59,7 +68,7 @@ from collections import deque
 from functools import partial
 
 import torch
-from rl_collectors import MultiSyncCollector
+from rl_collectors import Checkpointer, MultiSyncCollector
 from rl_envs import GymEnv, RewardSum, TransformedEnv
 from rl_modules import MLP, EGreedyModule, QValueActor
 from rl_objectives import DQNLoss, HardUpdate
@@ -101,6 +110,9 @@ class Config:
         threads: torch intra-op threads in the learner and in each worker.
         device: device of the learner (Q-network, loss, buffer).
         logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+        checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
+        checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
+        resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
     """
 
     env_id: str = "CartPole-v1"
@@ -128,6 +140,9 @@ class Config:
     threads: int = 1
     device: str = "cpu"
     logdir: str = ""
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 0
+    resume: bool = False
 
 
 def parse_args() -> Config:
@@ -135,7 +150,8 @@ def parse_args() -> Config:
     for field in dataclasses.fields(Config):
         kind = type(field.default)
         parse = (lambda v: v.lower() in ("1", "true", "yes")) if kind is bool else kind
-        parser.add_argument("--" + field.name.replace("_", "-"), type=parse, default=field.default)
+        nargs = {"nargs": "?", "const": True} if kind is bool else {}  # `--resume` or `--resume false`
+        parser.add_argument("--" + field.name.replace("_", "-"), type=parse, default=field.default, **nargs)
     return Config(**vars(parser.parse_args()))
 
 
@@ -196,10 +212,18 @@ def main(cfg: Config) -> dict:
     target_updater = HardUpdate(loss_fn, value_network_update_interval=cfg.target_update)
     optim = torch.optim.Adam(loss_fn.value_network.parameters(), lr=cfg.lr)
     logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
+    # the collector is restored last (load_checkpoint's rule): its workers get the
+    # restored weights; the buffer is saved by its own dumps (rows, priorities, RNG)
+    ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every, policy=policy,
+                        loss=loss_fn, optim=optim, target_updater=target_updater, buffer=buffer,
+                        collector=collector)
+    saved = ckpt.restore() if cfg.resume else None
+    frames, updates = (saved["frames"], saved["updates"]) if saved else (0, 0)
+    returns.extend(saved["returns"] if saved else [])
     from tqdm import tqdm
 
-    bar = tqdm(total=cfg.total_frames, unit="frame", mininterval=1.0)
-    frames, updates, start, losses = 0, 0, time.perf_counter(), None
+    bar = tqdm(total=cfg.total_frames, initial=frames, unit="frame", mininterval=1.0)
+    resumed_from, start, losses = frames, time.perf_counter(), None
     try:
         batches = iter(collector)
         while frames < cfg.total_frames:
@@ -224,7 +248,10 @@ def main(cfg: Config) -> dict:
             with timing.add_time("weight_sync"):
                 collector.update_policy_weights_()
             mean_return = sum(returns) / max(len(returns), 1)
-            fps = frames / (time.perf_counter() - start)
+            extra = {"updates": updates, "returns": list(returns)}
+            if ckpt.step(frames, extra, final=frames >= cfg.total_frames):
+                break  # SIGTERM: the checkpoint is written, stop cleanly
+            fps = (frames - resumed_from) / (time.perf_counter() - start)
             bar.update(batch.numel())
             bar.set_postfix(fps=f"{fps:,.0f}", ret=f"{mean_return:.1f}", eps=f"{eps:.2f}", refresh=False)
             if logger is not None:
@@ -232,12 +259,14 @@ def main(cfg: Config) -> dict:
     finally:
         bar.close()
         collector.shutdown()
+        ckpt.close()
         if logger is not None:
             logger.close()
     seconds = time.perf_counter() - start
     print(timing.report())
     return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
-            "fps": round(frames / seconds, 1), "episodes_in_mean": len(returns), "updates": updates, "seed": cfg.seed}
+            "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "updates": updates,
+            "seed": cfg.seed, "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None}
 
 
 def train_step(buffer, loss_fn, optim, target_updater, cfg: Config, timing: Timing):

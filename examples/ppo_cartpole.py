@@ -3,12 +3,18 @@
     uv run examples/ppo_cartpole.py                    # 200k frames, mean return >= 475, < 1 min
     uv run examples/ppo_cartpole.py --profile          # also writes a Chrome trace
     RL_PROFILING=1 uv run examples/ppo_cartpole.py --profile   # ... with our named ranges
+    uv run examples/ppo_cartpole.py --checkpoint-dir runs/ppo --checkpoint-every 20000
+    uv run examples/ppo_cartpole.py --checkpoint-dir runs/ppo --resume   # after a preemption
 
 The pieces: a ``GymEnv`` over a vector of CartPole envs with ``StepCounter``,
 ``InitTracker`` and ``RewardSum`` transforms; rl-modules' ``ProbabilisticActor`` (a
 categorical policy checked against the action spec) and ``ValueOperator`` over ``MLP`` s; a ``Collector`` yielding ``[num_envs, T]`` batches; ``GAE`` for advantages; a
 ``TensorDictReplayBuffer`` with ``SamplerWithoutReplacement`` for the minibatch epochs;
 ``ClipPPOLoss``. The last line printed is one JSON object with the run's figures.
+With ``--checkpoint-dir``, a ``Checkpointer`` saves the run (loss module, optimiser, lr
+schedule, collector, RNGs) every ``--checkpoint-every`` frames, at the end, and on
+SIGTERM (then the script exits cleanly); ``--resume`` continues from the latest one
+(see docs/checkpointing.md).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import time
 from collections import deque
 
 import torch
-from rl_collectors import Collector
+from rl_collectors import Checkpointer, Collector
 from rl_envs import GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
 from rl_modules import MLP, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
@@ -58,6 +64,9 @@ class Config:
         device: device of the networks and the loss.
         logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
         profile: record a torch.profiler Chrome trace of a few batches.
+        checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
+        checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
+        resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
     """
 
     env_id: str = "CartPole-v1"
@@ -80,6 +89,9 @@ class Config:
     device: str = "cpu"
     logdir: str = ""
     profile: bool = False
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 0
+    resume: bool = False
 
 
 def parse_args() -> Config:
@@ -158,12 +170,19 @@ def main(cfg: Config) -> dict:
     # The run report: every phase timed (and a named range), total time, frames/s; with
     # --profile, a torch.profiler trace of iterations 3-5 (the first 2 warm up).
     timing = RunReport("PPO CartPole", profile="traces/ppo_cartpole.json" if cfg.profile else None)
+    # everything a resumed run needs: the collector's state holds its counters and the env
+    # transforms'; the loss module holds actor and critic
+    ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every,
+                        loss=loss_fn, optim=optim, sched=sched, collector=collector)
+    saved = ckpt.restore() if cfg.resume else None
+    first, frames = (saved["batch"] + 1, saved["frames"]) if saved else (0, 0)
+    returns.extend(saved["returns"] if saved else [])
     from tqdm import tqdm
 
-    bar = tqdm(total=cfg.total_frames, unit="frame", mininterval=1.0)
-    frames, start = 0, time.perf_counter()
+    bar = tqdm(total=cfg.total_frames, initial=frames, unit="frame", mininterval=1.0)
+    resumed_from, start = frames, time.perf_counter()
     batches = iter(collector)
-    for i in range(num_batches):
+    for i in range(first, num_batches):
         with timing.add_time("collect"):
             batch = next(batches)
         frames += batch.numel()
@@ -193,7 +212,9 @@ def main(cfg: Config) -> dict:
             collector.update_policy_weights_()
         timing.step(batch.numel())
         mean_return = sum(returns) / max(len(returns), 1)
-        fps = frames / (time.perf_counter() - start)
+        if ckpt.step(frames, {"batch": i, "returns": list(returns)}, final=i == num_batches - 1):
+            break  # SIGTERM: the checkpoint is written, stop cleanly
+        fps = (frames - resumed_from) / (time.perf_counter() - start)
         bar.update(batch.numel())
         bar.set_postfix(fps=f"{fps:,.0f}", ret=f"{mean_return:.1f}", refresh=False)
         if logger is not None:
@@ -204,10 +225,12 @@ def main(cfg: Config) -> dict:
                 logger.add_scalar(f"losses/{key}", float(losses[key].detach()), frames)
     bar.close()
     collector.shutdown()
+    ckpt.close()
     seconds = time.perf_counter() - start
     print(timing.report())
     result = {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
-              "fps": round(frames / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed}
+              "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed,
+              "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None}
     if timing.stop() is not None:
         result["trace"] = timing.trace
         print(f"Chrome trace: {timing.trace} (open in https://ui.perfetto.dev or run "

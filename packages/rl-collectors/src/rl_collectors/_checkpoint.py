@@ -291,6 +291,8 @@ class Checkpointer:
         if not isinstance(every_frames, int) or every_frames < 0:
             raise ValueError(f"every_frames: expected an int >= 0, got {every_frames!r}")
         self.directory = Path(directory) if directory else None
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
         self.every_frames, self.components = every_frames, components
         self.saved_frames = 0
         self.stop_requested: int | None = None  # the signal received, if any
