@@ -72,7 +72,7 @@ from rl_collectors import Checkpointer, MultiSyncCollector
 from rl_envs import GymEnv, RewardSum, TransformedEnv
 from rl_modules import MLP, EGreedyModule, QValueActor
 from rl_objectives import DQNLoss, HardUpdate
-from rl_profiling import Timing
+from rl_profiling import RunReport
 from rl_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
 from tensordict.nn import TensorDictSequential
 from torch import nn
@@ -110,6 +110,8 @@ class Config:
         threads: torch intra-op threads in the learner and in each worker.
         device: device of the learner (Q-network, loss, buffer).
         logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+        profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
+            with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
@@ -140,6 +142,7 @@ class Config:
     threads: int = 1
     device: str = "cpu"
     logdir: str = ""
+    profile: str = ""
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
@@ -211,7 +214,8 @@ def main(cfg: Config) -> dict:
                       reduction="none")
     target_updater = HardUpdate(loss_fn, value_network_update_interval=cfg.target_update)
     optim = torch.optim.Adam(loss_fn.value_network.parameters(), lr=cfg.lr)
-    logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
+    logger, returns = make_logger(cfg), deque(maxlen=20)
+    timing = RunReport(f"DQN {cfg.env_id}", profile=cfg.profile or None)  # every phase timed; a trace
     # the collector is restored last (load_checkpoint's rule): its workers get the
     # restored weights; the buffer is saved by its own dumps (rows, priorities, RNG)
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every, policy=policy,
@@ -234,7 +238,7 @@ def main(cfg: Config) -> dict:
             frames += batch.numel()
             done = batch["next", "done"].squeeze(-1)
             returns.extend(batch["next", "episode_reward"][done].flatten().tolist())
-            with timing.add_time("extend"):
+            with timing.add_time("replay"):
                 buffer.extend(batch.reshape(-1).to(cfg.device))
             if frames >= cfg.learning_starts:
                 for _ in range(cfg.updates_per_batch):
@@ -245,8 +249,9 @@ def main(cfg: Config) -> dict:
             buffer.sampler.beta = linear(cfg.beta, cfg.beta_end, frames / cfg.total_frames)
             if cfg.anneal_lr:
                 optim.param_groups[0]["lr"] = linear(cfg.lr, 0.0, frames / cfg.total_frames)
-            with timing.add_time("weight_sync"):
+            with timing.add_time("weight_push"):
                 collector.update_policy_weights_()
+            timing.step(batch.numel())
             mean_return = sum(returns) / max(len(returns), 1)
             extra = {"updates": updates, "returns": list(returns)}
             if ckpt.step(frames, extra, final=frames >= cfg.total_frames):
@@ -263,16 +268,19 @@ def main(cfg: Config) -> dict:
         if logger is not None:
             logger.close()
     seconds = time.perf_counter() - start
+    timing.stop()
     print(timing.report())
+    if timing.trace:
+        print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
             "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "updates": updates,
             "seed": cfg.seed, "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None}
 
 
-def train_step(buffer, loss_fn, optim, target_updater, cfg: Config, timing: Timing):
+def train_step(buffer, loss_fn, optim, target_updater, cfg: Config, timing: RunReport):
     """One importance-weighted gradient step on a prioritized sample; its new |td_error|
     become its priorities."""
-    with timing.add_time("sample"):
+    with timing.add_time("replay"):
         sample = buffer.sample()
     with timing.add_time("loss"):
         losses = loss_fn(sample)  # per-sample loss; writes |td_error| into `sample`
@@ -281,13 +289,14 @@ def train_step(buffer, loss_fn, optim, target_updater, cfg: Config, timing: Timi
         # near 0, which silently shrinks the step size
         weight = sample["priority_weight"].reshape(losses["loss"].shape)
         losses["loss"] = (losses["loss"] * (weight / weight.max())).mean()
-    with timing.add_time("optimiser"):
+    with timing.add_time("backward"):
         optim.zero_grad(set_to_none=True)
         losses["loss"].backward()
+    with timing.add_time("optimiser"):
         nn.utils.clip_grad_norm_(loss_fn.value_network.parameters(), cfg.max_grad_norm)
         optim.step()
         target_updater.step()
-    with timing.add_time("priorities"):
+    with timing.add_time("replay"):
         buffer.update_tensordict_priority(sample)
     return losses
 

@@ -29,7 +29,7 @@ from rl_collectors import Collector
 from rl_envs import EndOfLifeTransform, GymEnv, RewardSum, SignTransform, TransformedEnv
 from rl_modules import ActorValueOperator, NatureCNN, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
-from rl_profiling import Timing
+from rl_profiling import RunReport
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from tensordict.nn import TensorDictModule
 from torch import nn
@@ -58,6 +58,8 @@ class Config:
         threads: torch intra-op threads (the CNN uses them).
         device: device of the networks and the loss.
         logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+        profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
+            with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
     """
 
     env_id: str = "ALE/Breakout-v5"
@@ -78,6 +80,7 @@ class Config:
     threads: int = 2
     device: str = "cpu"
     logdir: str = ""
+    profile: str = ""
 
 
 def parse_args() -> Config:
@@ -149,7 +152,8 @@ def main(cfg: Config) -> dict:
     optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
     num_batches = -(-total_steps // steps_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
-    logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
+    logger, returns = make_logger(cfg), deque(maxlen=20)
+    timing = RunReport(f"PPO {cfg.env_id}", profile=cfg.profile or None)  # every phase timed; a trace
     from tqdm import tqdm
 
     bar = tqdm(total=total_steps * cfg.frame_skip, unit="frame", mininterval=1.0)
@@ -163,20 +167,26 @@ def main(cfg: Config) -> dict:
         returns.extend(batch["next", "episode_reward"][done].flatten().tolist())
         with timing.add_time("advantage"), torch.no_grad():
             advantage(batch)
-        buffer.empty()
-        buffer.extend(batch.reshape(-1).to(cfg.device))
+        with timing.add_time("replay"):
+            buffer.empty()
+            buffer.extend(batch.reshape(-1).to(cfg.device))
         for _ in range(cfg.epochs):
             for _ in range(len(buffer) // minibatch):
+                with timing.add_time("replay"):
+                    sample = buffer.sample(minibatch)
                 with timing.add_time("loss"):
-                    losses = loss_fn(buffer.sample(minibatch))
+                    losses = loss_fn(sample)
                     loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-                with timing.add_time("optimiser"):
+                with timing.add_time("backward"):
                     optim.zero_grad(set_to_none=True)
                     loss.backward()
+                with timing.add_time("optimiser"):
                     nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
                     optim.step()
         sched.step()
-        collector.update_policy_weights_()
+        with timing.add_time("weight_push"):
+            collector.update_policy_weights_()
+        timing.step(batch.numel())
         frames = steps * cfg.frame_skip
         mean_return = sum(returns) / max(len(returns), 1)
         fps = frames / (time.perf_counter() - start)
@@ -187,7 +197,10 @@ def main(cfg: Config) -> dict:
     bar.close()
     collector.shutdown()
     seconds = time.perf_counter() - start
+    timing.stop()
     print(timing.report())
+    if timing.trace:
+        print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     if logger is not None:
         logger.close()
     frames = steps * cfg.frame_skip

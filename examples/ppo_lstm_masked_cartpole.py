@@ -51,7 +51,7 @@ from rl_envs import (
     Unbounded,
 )
 from rl_objectives import GAE, ClipPPOLoss
-from rl_profiling import Timing
+from rl_profiling import RunReport
 from rl_recurrent import LSTMModule, set_recurrent_mode
 from tensordict import TensorDict
 from tensordict.nn import (
@@ -92,6 +92,8 @@ class Config:
         threads: torch intra-op threads.
         device: device of the networks and the loss (the collector steps on the CPU).
         logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+        profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
+            with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
     """
 
     env_id: str = "CartPole-v1"
@@ -113,6 +115,7 @@ class Config:
     threads: int = 1
     device: str = "cpu"
     logdir: str = ""
+    profile: str = ""
 
 
 def parse_args() -> Config:
@@ -247,7 +250,8 @@ def main(cfg: Config) -> dict:
     optim = torch.optim.Adam(loss_fn.parameters(), lr=cfg.lr, eps=1e-5)
     num_batches = -(-cfg.total_frames // frames_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
-    logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
+    logger, returns = make_logger(cfg), deque(maxlen=20)
+    timing = RunReport("recurrent PPO", profile=cfg.profile or None)  # every phase timed; a trace
     from tqdm import tqdm
 
     bar = tqdm(total=cfg.total_frames, unit="frame", mininterval=1.0)
@@ -265,7 +269,9 @@ def main(cfg: Config) -> dict:
             advantage(batch)
         losses = train_epochs(batch, loss_fn, optim, cfg, timing)
         sched.step()
-        collector.update_policy_weights_()
+        with timing.add_time("weight_push"):
+            collector.update_policy_weights_()
+        timing.step(batch.numel())
         mean_return = sum(returns) / max(len(returns), 1)
         fps = frames / (time.perf_counter() - start)
         bar.update(batch.numel())
@@ -280,14 +286,17 @@ def main(cfg: Config) -> dict:
     bar.close()
     collector.shutdown()
     seconds = time.perf_counter() - start
+    timing.stop()
     print(timing.report())
+    if timing.trace:
+        print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     if logger is not None:
         logger.close()
     return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
             "fps": round(frames / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed}
 
 
-def train_epochs(batch, loss_fn: ClipPPOLoss, optim, cfg: Config, timing: Timing):
+def train_epochs(batch, loss_fn: ClipPPOLoss, optim, cfg: Config, timing: RunReport):
     """``epochs`` passes over the batch in minibatches of whole rows (recurrent mode)."""
     # what the collector wrote and the loss recomputes is dropped (as in the recurrent
     # integration test); the stored hidden state of each row's first step stays
@@ -300,9 +309,10 @@ def train_epochs(batch, loss_fn: ClipPPOLoss, optim, cfg: Config, timing: Timing
             with timing.add_time("loss"), set_recurrent_mode(True):
                 losses = loss_fn(data[perm[start:start + rows]])
                 loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-            with timing.add_time("optimiser"):
+            with timing.add_time("backward"):
                 optim.zero_grad(set_to_none=True)
                 loss.backward()
+            with timing.add_time("optimiser"):
                 nn.utils.clip_grad_norm_(loss_fn.parameters(), cfg.max_grad_norm)
                 optim.step()
     return losses

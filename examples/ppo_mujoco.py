@@ -36,7 +36,7 @@ from rl_envs import (
 )
 from rl_modules import MLP, IndependentNormal, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
-from rl_profiling import Timing
+from rl_profiling import RunReport
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
 from torch import nn
@@ -65,6 +65,8 @@ class Config:
         threads: torch intra-op threads (1 is fastest for networks this small).
         device: device of the networks and the loss.
         logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+        profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
+            with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
     """
 
     env_id: str = "Hopper-v5"
@@ -85,6 +87,7 @@ class Config:
     threads: int = 1
     device: str = "cpu"
     logdir: str = ""
+    profile: str = ""
 
 
 def parse_args() -> Config:
@@ -157,7 +160,8 @@ def main(cfg: Config) -> dict:
     optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, fused=True)
     num_batches = -(-cfg.total_frames // frames_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
-    logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
+    logger, returns = make_logger(cfg), deque(maxlen=20)
+    timing = RunReport(f"PPO {cfg.env_id}", profile=cfg.profile or None)  # every phase timed; a trace
     from tqdm import tqdm
 
     bar = tqdm(total=cfg.total_frames, unit="frame", mininterval=1.0)
@@ -171,20 +175,26 @@ def main(cfg: Config) -> dict:
         returns.extend(batch["next", "episode_reward"][done].flatten().tolist())
         with timing.add_time("advantage"), torch.no_grad():
             advantage(batch)
-        buffer.empty()
-        buffer.extend(batch.reshape(-1).to(cfg.device))
+        with timing.add_time("replay"):
+            buffer.empty()
+            buffer.extend(batch.reshape(-1).to(cfg.device))
         for _ in range(cfg.epochs):
             for _ in range(len(buffer) // minibatch):
+                with timing.add_time("replay"):
+                    sample = buffer.sample(minibatch)
                 with timing.add_time("loss"):
-                    losses = loss_fn(buffer.sample(minibatch))
+                    losses = loss_fn(sample)
                     loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-                with timing.add_time("optimiser"):
+                with timing.add_time("backward"):
                     optim.zero_grad(set_to_none=True)
                     loss.backward()
+                with timing.add_time("optimiser"):
                     nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
                     optim.step()
         sched.step()
-        collector.update_policy_weights_()
+        with timing.add_time("weight_push"):
+            collector.update_policy_weights_()
+        timing.step(batch.numel())
         mean_return = sum(returns) / max(len(returns), 1)
         fps = frames / (time.perf_counter() - start)
         bar.update(batch.numel())
@@ -194,7 +204,10 @@ def main(cfg: Config) -> dict:
     bar.close()
     collector.shutdown()
     seconds = time.perf_counter() - start
+    timing.stop()
     print(timing.report())
+    if timing.trace:
+        print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     if logger is not None:
         logger.close()
     return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),

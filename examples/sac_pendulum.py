@@ -24,7 +24,7 @@ from rl_collectors import Collector
 from rl_envs import DoubleToFloat, GymEnv, RewardSum, TransformedEnv
 from rl_modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
 from rl_objectives import SACLoss, SoftUpdate
-from rl_profiling import Timing
+from rl_profiling import RunReport
 from rl_replay import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
 from tensordict.nn import TensorDictModule
 from torch import nn
@@ -51,6 +51,8 @@ class Config:
         threads: torch intra-op threads (1 is fastest for networks this small).
         device: device of the networks, the loss and the buffer.
         logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+        profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
+            with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
     """
 
     env_id: str = "Pendulum-v1"
@@ -69,6 +71,7 @@ class Config:
     threads: int = 1
     device: str = "cpu"
     logdir: str = ""
+    profile: str = ""
 
 
 def parse_args(config: type[Config] = Config, doc: str = __doc__) -> Config:
@@ -127,22 +130,29 @@ def main(cfg: Config) -> dict:
                       action_spec=env.action_spec)
     target_updater = SoftUpdate(loss_fn, tau=cfg.tau)
     optim = torch.optim.Adam([p for p in loss_fn.parameters() if p.requires_grad], lr=cfg.lr)
-    logger, timing, returns = make_logger(cfg), Timing(), deque(maxlen=20)
+    logger, returns = make_logger(cfg), deque(maxlen=20)
+    timing = RunReport(f"SAC {cfg.env_id}", profile=cfg.profile or None)  # every phase timed; a trace
     from tqdm import tqdm
 
     bar = tqdm(total=cfg.total_frames, unit="frame", mininterval=1.0)
     frames, updates, owed, start, losses = 0, 0, 0.0, time.perf_counter(), None
     batches = iter(collector)
-    for batch in iter(lambda: next(batches, None), None):
+    while True:
+        with timing.add_time("collect"):
+            batch = next(batches, None)
+        if batch is None:
+            break
         frames += batch.numel()
         done = batch["next", "done"].squeeze(-1)
         returns.extend(batch["next", "episode_reward"][done].flatten().tolist())
-        buffer.extend(batch.reshape(-1).to(cfg.device))
+        with timing.add_time("replay"):
+            buffer.extend(batch.reshape(-1).to(cfg.device))
         if frames >= cfg.learning_starts:
             owed += batch.numel() * cfg.updates_per_frame
             while owed >= 1.0:
                 losses = train_step(buffer, loss_fn, optim, target_updater, timing)
                 owed, updates = owed - 1.0, updates + 1
+        timing.step(batch.numel())
         mean_return = sum(returns) / max(len(returns), 1)
         fps = frames / (time.perf_counter() - start)
         bar.update(batch.numel())
@@ -152,23 +162,27 @@ def main(cfg: Config) -> dict:
     bar.close()
     collector.shutdown()
     seconds = time.perf_counter() - start
+    timing.stop()
     print(timing.report())
+    if timing.trace:
+        print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     if logger is not None:
         logger.close()
     return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
             "fps": round(frames / seconds, 1), "episodes_in_mean": len(returns), "updates": updates, "seed": cfg.seed}
 
 
-def train_step(buffer, loss_fn: SACLoss, optim, target_updater: SoftUpdate, timing: Timing):
+def train_step(buffer, loss_fn: SACLoss, optim, target_updater: SoftUpdate, timing: RunReport):
     """One gradient step of actor, critics and temperature, then a Polyak target update."""
-    with timing.add_time("sample"):
+    with timing.add_time("replay"):
         sample = buffer.sample()
     with timing.add_time("loss"):
         losses = loss_fn(sample)
         loss = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
-    with timing.add_time("optimiser"):
+    with timing.add_time("backward"):
         optim.zero_grad(set_to_none=True)
         loss.backward()
+    with timing.add_time("optimiser"):
         optim.step()
         target_updater.step()
     return losses

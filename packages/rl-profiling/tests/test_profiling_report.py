@@ -47,6 +47,8 @@ for _ in range(6):
         pass
     traced.step(8)
 counts["trace"] = traced.trace
+counts["traced_loss_blocks"] = traced.traced.count("loss")
+counts["traced_section"] = "traced iterations: " in traced.report()
 counts["steps"] = sum(1 for e in json.load(open(sys.argv[1]))["traceEvents"]
                       if e.get("name", "").startswith("ProfilerStep#"))
 print(json.dumps(counts))
@@ -108,6 +110,7 @@ def test_armed_phases_and_subclass_ranges_reach_the_trace(run_py, tmp_path) -> N
     counts = json.loads(out.strip().splitlines()[-1])
     assert counts["Learner.collect"] == 2 and counts["Learner.loss"] == 2
     assert counts["trace"] == str(trace) and counts["steps"] == 2
+    assert counts["traced_loss_blocks"] == 2 and counts["traced_section"]  # the same window
     assert counts["Child.forward"] == 2  # named after the subclass, one range per call
     assert counts["Override.forward"] == 2
     assert "Base.forward" not in counts  # __init_subclass__ wraps subclasses only

@@ -26,23 +26,28 @@ from rl_profiling._recorder import RECORDER, Recorder
 from rl_profiling._report import PHASES, RunReport
 from rl_profiling._timing import Timing
 from rl_profiling._trace import (
+    ABSORBING,
     CATEGORIES,
+    ProcessStats,
     RangeStats,
     TraceSummary,
     load_trace_events,
     summarize_events,
     summarize_trace,
+    summarize_traces,
 )
 from rl_profiling.exceptions import TraceError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ABSORBING",
     "ARMED",
     "CATEGORIES",
     "ENV_VAR",
     "NVTX_ENV_VAR",
     "PHASES",
+    "ProcessStats",
     "ProfileConfig",
     "ProfilerHook",
     "RECORDER",
@@ -64,4 +69,5 @@ __all__ = [
     "set_profiling_enabled",
     "summarize_events",
     "summarize_trace",
+    "summarize_traces",
 ]

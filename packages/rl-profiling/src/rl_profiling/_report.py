@@ -37,18 +37,22 @@ PHASES = (
 class _Phase:
     """One ``with report.add_time(key)`` block: the ``Learner.<key>`` range around the timer."""
 
-    __slots__ = ("_range", "_scope")
+    __slots__ = ("_range", "_scope", "_traced")
 
-    def __init__(self, name: str, scope: Any) -> None:
-        self._range, self._scope = record(name), scope
+    def __init__(self, name: str, scope: Any, traced: Any) -> None:
+        self._range, self._scope, self._traced = record(name), scope, traced
 
     def __enter__(self) -> None:
         self._range.__enter__()
+        if self._traced is not None:
+            self._traced.__enter__()
         self._scope.__enter__()
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         try:
             self._scope.__exit__(exc_type, exc, tb)
+            if self._traced is not None:
+                self._traced.__exit__(exc_type, exc, tb)
         finally:
             self._range.__exit__(exc_type, exc, tb)
 
@@ -64,7 +68,9 @@ class RunReport(Timing):
     (it counts the batch's frames and, with ``profile``, steps the profiler);
     :meth:`report` shows each phase's seconds and share of the run, and
     ``outside phases``: the rest of the loop (logging, Python between the blocks).
-    ``timeit`` / ``time_avg`` keys work as in ``Timing`` (no range).
+    ``timeit`` / ``time_avg`` keys work as in ``Timing`` (no range). With ``profile``,
+    :attr:`traced` is a second ``Timing`` of the traced iterations only, the window the
+    trace covers, and the report shows it too: compare it with ``rl-profile summary``.
 
     Args:
         name: the report's title.
@@ -102,10 +108,13 @@ class RunReport(Timing):
         self.iterations = 0
         self.trace: str | None = None
         self._names: dict[str, str] = {}
+        self.traced = Timing(f"{name}, traced iterations")
+        self._traced_s = 0.0  # wall time of the traced iterations
         self._hook = _hook(profile)
         if self._hook is not None:
             self._hook.on_rollout_start()
-        self._start = time.perf_counter()
+        self._tracing = self._hook is not None and self._hook.active
+        self._start = self._iteration_start = time.perf_counter()
         self._stop: float | None = None
 
     def add_time(self, key: str) -> AbstractContextManager[None]:
@@ -113,19 +122,25 @@ class RunReport(Timing):
         name = self._names.get(key)
         if name is None:
             name = self._names[key] = f"Learner.{key}"
-        return _Phase(name, super().add_time(key))
+        traced = self.traced.add_time(key) if self._tracing else None
+        return _Phase(name, super().add_time(key), traced)
 
     def step(self, frames: int = 0) -> None:
         """End one training iteration: count its ``frames``; step the profiler, if any."""
         self.frames += int(frames)
         self.iterations += 1
         hook = self._hook
+        now = time.perf_counter()
+        if self._tracing:
+            self._traced_s += now - self._iteration_start
+        self._iteration_start = now
         if hook is not None and not hook.done:
             hook.on_rollout_end()
             if not hook.done:
                 hook.on_rollout_start()
             else:
                 self.trace = hook.written
+        self._tracing = hook is not None and hook.active
 
     def stop(self) -> str | None:
         """Freeze the total time and write the trace if one is recording; returns its path."""
@@ -133,12 +148,14 @@ class RunReport(Timing):
             self._stop = time.perf_counter()
         if self._hook is not None:
             self.trace = self._hook.stop()
+        self._tracing = False
         return self.trace
 
     def reset(self) -> None:
         """Forget every key, frame and iteration; the clock starts again now."""
         super().reset()
-        self.frames, self.iterations = 0, 0
+        self.traced.reset()
+        self.frames, self.iterations, self._traced_s = 0, 0, 0.0
         self._start, self._stop = time.perf_counter(), None
 
     @property
@@ -163,10 +180,18 @@ class RunReport(Timing):
             f"{self.frames / seconds:,.0f} frames/s"
         ]
         self._lines(self._root, seconds, 0, lines)
-        outside = max(seconds - sum(c.value for c in self._root.children.values()), 0.0)
+        self._outside(self._root, seconds, lines)
+        if self.traced._root.children and self._traced_s > 0:
+            lines.append(f"traced iterations: {self._traced_s:.2f} s")
+            self._lines(self.traced._root, self._traced_s, 0, lines)
+            self._outside(self.traced._root, self._traced_s, lines)
+        return "\n".join(lines)
+
+    @staticmethod
+    def _outside(root: Any, seconds: float, lines: list[str]) -> None:
+        outside = max(seconds - sum(c.value for c in root.children.values()), 0.0)
         label = "outside phases"
         lines.append(f"  {label:<{_WIDTH}} {_fmt(outside):>9} s {outside / seconds:6.1%}")
-        return "\n".join(lines)
 
     def _lines(self, node: Any, seconds: float, depth: int, lines: list[str]) -> None:
         for key, child in node.children.items():

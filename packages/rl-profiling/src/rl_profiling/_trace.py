@@ -303,7 +303,11 @@ def summarize_traces(paths: list[str | os.PathLike[str]]) -> TraceSummary:
     for path in paths:
         name = os.path.basename(os.fspath(path))
         mine = load_trace_events(path)
-        pids = {e.get("pid") for e in mine if isinstance(e, dict) and e.get("ph") in ("X", "B")}
+        pids = {
+            e.get("pid")
+            for e in mine
+            if isinstance(e, dict) and e.get("ph") in ("X", "B") and e.get("cat") not in _SKIP_CATS
+        }
         for e in mine:
             if isinstance(e, dict):
                 label = name if len(pids) == 1 else f"{name}:{e.get('pid')}"
