@@ -105,3 +105,56 @@ def test_sigterm_writes_a_checkpoint_within_the_grace_period_and_exits(script, t
     assert _saved_frames(ckpt) == result["frames"] < TOTAL
     rest = _finish(_start(script, ckpt, "--resume"))
     assert rest["resumed_from_frames"] == result["frames"] and rest["frames"] == TOTAL
+
+
+class _Resumable:
+    """Runs an example's ``main`` in a submitit job; submitit's ``checkpoint`` hook
+    resubmits the same call, and ``--resume`` picks up the checkpoint (the pattern of
+    docs/checkpointing.md, as a test helper)."""
+
+    def __call__(self, script: str, argv: list[str]) -> dict:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("example_under_test", script)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+        sys.argv = [script, *argv]
+        return module.main(module.parse_args())
+
+    def checkpoint(self, *args, **kwargs):
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
+
+
+@pytest.mark.timeout(600)
+def test_submitit_local_job_requeues_through_its_checkpoint_hook_and_finishes(tmp_path, no_leaks):
+    import cloudpickle
+    import submitit
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ckpt = tmp_path / "ckpt"
+    total = 8 * TOTAL  # long enough for the signal to land inside the run
+    argv = ["--total-frames", str(total), "--seed", "1", "--checkpoint-dir", str(ckpt),
+            "--checkpoint-every", "256", *EXAMPLES["ppo_cartpole.py"], "--resume"]  # fmt: skip
+    executor = submitit.LocalExecutor(folder=tmp_path / "jobs")
+    executor.update_parameters(timeout_min=8)
+    job = executor.submit(_Resumable(), str(ROOT / "examples" / "ppo_cartpole.py"), argv)
+    deadline = time.monotonic() + 240
+    while _saved_frames(ckpt) is None:
+        assert not job.done(), job.stderr()
+        assert time.monotonic() < deadline, "no checkpoint written in time"
+        time.sleep(0.05)
+    import psutil
+
+    # what Slurm's --signal does before a preemption: USR2 to the task (submitit's local
+    # controller, the job's own process, only forwards SIGTERM)
+    tasks = psutil.Process(job._process.pid).children()
+    assert tasks, "the job's task process is gone"
+    for task in tasks:
+        task.send_signal(signal.SIGUSR2)
+    result = job.result()
+    assert result["frames"] == total
+    assert 0 < result["resumed_from_frames"] < total  # the requeued run resumed
+    assert "Requeued job" in (job.stderr() or "") + (job.stdout() or "")

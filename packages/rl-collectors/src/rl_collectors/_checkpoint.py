@@ -257,13 +257,17 @@ class Checkpointer:
     of ``signals`` arrived (Slurm sends SIGTERM some time before SIGKILL), after which
     it returns ``True``: the loop breaks and the process exits cleanly. The signal
     handler only sets a flag, so a checkpoint is never written from a half-done step.
+    When the signal had a handler before (submitit's preemption handler for SIGUSR2,
+    which calls the job's ``checkpoint`` method and requeues it), that handler is
+    called after the save, so the job requeues itself and resumes from this checkpoint.
 
     Args:
         directory: the run's checkpoint directory (``None`` or ``""``: no checkpoints,
             signals are still turned into a clean stop).
         every_frames: save when this many frames passed since the last save (0: only
             on a signal and when :meth:`step` is told ``final=True``).
-        signals: signals that request a checkpoint and a stop.
+        signals: signals that request a checkpoint and a stop (SIGTERM: Slurm's and
+            most schedulers'; SIGUSR2: submitit's preemption and time-limit signal).
         **components: as for :func:`save_checkpoint`.
 
     Examples:
@@ -285,7 +289,7 @@ class Checkpointer:
         directory: Any,
         *,
         every_frames: int = 0,
-        signals: tuple[int, ...] = (signal.SIGTERM,),
+        signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGUSR2),
         **components: Any,
     ) -> None:
         if not isinstance(every_frames, int) or every_frames < 0:
@@ -331,7 +335,13 @@ class Checkpointer:
         due = self.every_frames and frames - self.saved_frames >= self.every_frames
         if due or final or self.stop_requested is not None:
             self.save(frames, extra)
-        return self.stop_requested is not None
+        if self.stop_requested is None:
+            return False
+        previous = self._previous.get(self.stop_requested)
+        if callable(previous):  # e.g. submitit's: checkpoint() the job, requeue, exit
+            self.close()
+            previous(self.stop_requested, None)
+        return True
 
     def close(self) -> None:
         """Put the previous signal handlers back."""
