@@ -18,6 +18,7 @@ import pytest
 import torch
 from rl_collectors._ray import RayCollector, RayWeightUpdater
 from rl_collectors.exceptions import CollectorError, WorkerError
+from rl_collectors.weight_sync import VanillaWeightUpdater
 from tensordict.nn import TensorDictModule
 
 pytestmark = [
@@ -155,6 +156,8 @@ def test_arguments_validated_before_ray_starts() -> None:
     with pytest.raises(CollectorError, match="no weights"):
         RayWeightUpdater(lambda td: td)
     assert RayWeightUpdater(torch.nn.Linear(2, 2)).latest() is None
+    with pytest.raises(ValueError, match="weight_updater: expected a RayWeightUpdater"):
+        RayCollector(cartpole, frames_per_batch=8, num_collectors=2, weight_updater=VanillaWeightUpdater())
 
 
 def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -185,6 +188,7 @@ def sync_collector(ray, trainer_policy):
     collector = RayCollector(
         partial(cartpole, 2), trainer_policy, frames_per_batch=40, total_frames=-1, num_collectors=2,
         remote_config=ACTOR, collector_kwargs={"exploration_type": "deterministic"},
+        weight_updater=RayWeightUpdater(),  # TorchRL's zero-argument form: the collector binds the policy
     )
     yield collector
     pids = [info["pid"] for info in collector.actor_info]
@@ -209,7 +213,7 @@ class TestLocalRay:
     @pytest.mark.timeout(300)
     def test_weight_update_observed_by_actors(self, sync_collector, trainer_policy) -> None:
         prefer(trainer_policy, 0)
-        assert sync_collector.update_policy_weights_() == 1
+        assert sync_collector.weight_updater.update_weights() == 1  # TorchRL's name, on the bound updater
         batch = next(iter(sync_collector))
         assert (batch["action"] == 0).all()
         assert (batch["collector", "policy_version"] == 1).all()

@@ -28,6 +28,7 @@ from rl_collectors import (
     SyncDataCollector,
     WorkerError,
 )
+from rl_collectors._options import TORCHRL_ONLY
 from rl_collectors.weight_sync import MultiProcessedWeightUpdater, VanillaWeightUpdater
 from rl_envs import GymEnv
 
@@ -202,3 +203,12 @@ def test_map_fn_call_that_raises_in_a_worker_leaves_it_running(collector):
     assert info.value.worker_idx == 1 and info.value.alive
     assert collector.map_fn("math.sqrt", [4.0, 9.0]) == [2.0, 3.0]  # no stale reply left over
     assert next(iter(collector)).numel() == 40
+
+
+@pytest.mark.parametrize("name", sorted(TORCHRL_ONLY))
+def test_torchrl_collector_arguments_are_refused_with_the_replacement(name):
+    from rl_envs import GymEnv
+
+    with pytest.raises(TypeError) as info:
+        Collector(partial(GymEnv, "CartPole-v1"), None, frames_per_batch=4, **{name: "cpu"})
+    assert str(info.value) == f"{name}: TorchRL's argument is not supported by the collectors here; {TORCHRL_ONLY[name]}"

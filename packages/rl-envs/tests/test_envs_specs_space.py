@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from rl_envs import Bounded, Categorical, CategoricalBox, ContinuousBox, GymEnv, OneHot
+from rl_envs import (
+    Binary,
+    BinaryBox,
+    Bounded,
+    BoxList,
+    Categorical,
+    CategoricalBox,
+    ContinuousBox,
+    GymEnv,
+    MultiCategorical,
+    OneHot,
+)
 
 
 def test_bounded_space_has_the_bounds_broadcast_to_the_shape():
@@ -34,3 +45,13 @@ def test_space_of_a_gym_env_action_spec():
         assert float(space.low.min()) == -2.0 and float(space.high.max()) == 2.0
     finally:
         env.close()
+
+
+def test_multi_categorical_space_is_one_box_per_choice():
+    space = MultiCategorical([2, 3, 5], shape=(4, 3)).space
+    assert isinstance(space, BoxList) and len(space) == 3
+    assert [box.n for box in space] == [2, 3, 5] and space[1] == CategoricalBox(3)
+
+
+def test_binary_space_n():
+    assert Binary(4, shape=(2, 4)).space == BinaryBox(4)

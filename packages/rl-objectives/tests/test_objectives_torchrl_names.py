@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from rl_objectives import A2CLoss, ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from rl_objectives import GAE, A2CLoss, ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from rl_objectives.value._estimator_base import TORCHRL_ONLY as TORCHRL_ONLY_ESTIMATOR
 from tensordict import TensorDict
 from tensordict.nn import (
     NormalParamExtractor,
@@ -79,3 +80,12 @@ def test_the_alias_attribute_writes_through():
     loss = A2CLoss(_actor(), _critic())
     loss.critic_coeff = 0.7
     assert loss.critic_coef == 0.7
+
+
+@pytest.mark.parametrize("name", sorted(TORCHRL_ONLY_ESTIMATOR))
+def test_torchrl_estimator_arguments_are_refused_with_the_replacement(name):
+    with pytest.raises(TypeError) as info:
+        GAE(gamma=0.99, lmbda=0.95, **{name: True})
+    assert str(info.value) == f"{name}: TorchRL's argument is not supported here; {TORCHRL_ONLY_ESTIMATOR[name]}"
+    with pytest.raises(TypeError, match="GAE: got an unexpected keyword argument 'lambda_'"):
+        GAE(gamma=0.99, lmbda=0.95, lambda_=0.9)

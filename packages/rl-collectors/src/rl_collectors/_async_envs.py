@@ -20,13 +20,13 @@ import multiprocessing as mp
 import multiprocessing.connection as mpc
 import queue
 import threading
-import time
 import traceback
 import warnings
 from typing import Any
 
 import torch
 import torch.multiprocessing  # noqa: F401  (registers the shared-memory pickling of tensors)
+from rl_envs.processes import Portable, stop_processes
 from rl_profiling import record
 from tensordict import TensorDictBase
 
@@ -123,8 +123,9 @@ class ThreadEnvPool:
 
 
 # -- processes ----------------------------------------------------------------------------
-def process_main(idx: int, create_env_fn: Any, slots: tuple, conn: Any, filter_warnings: bool) -> None:
-    """Process target: build the env, bind it to its slot row, serve steps."""
+def process_main(idx: int, create_env_fn: Portable, slots: tuple, conn: Any, filter_warnings: bool) -> None:
+    """Process target: load the env constructor, build the env, bind it to its slot row,
+    serve steps. A failure to load or build is sent to the server as a traceback."""
     if filter_warnings:
         warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -138,7 +139,7 @@ def process_main(idx: int, create_env_fn: Any, slots: tuple, conn: Any, filter_w
         return conn.recv_bytes()
 
     try:
-        env = make_env(create_env_fn)
+        env = make_env(create_env_fn.load())
         _env_loop(env, _bind(env, idx, slots), conn.send_bytes, recv)
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass
@@ -161,9 +162,12 @@ class ProcessEnvPool:
             for i, fn in enumerate(create_env_fns):
                 conn, child = ctx.Pipe()
                 self.conns.append(conn)
-                p = ctx.Process(target=process_main, args=(i, fn, slots, child, filter_warnings), name=f"rl-async-env-{i}")
-                p.start()
-                child.close()
+                p = ctx.Process(target=process_main, args=(i, Portable(fn, "create_env_fn"), slots, child,
+                                                           filter_warnings), name=f"rl-async-env-{i}")
+                try:
+                    p.start()  # pickles the env constructor: one that cannot cross raises here
+                finally:
+                    child.close()
                 self.processes.append(p)
         except BaseException:
             self.close()
@@ -208,14 +212,6 @@ class ProcessEnvPool:
                     conn.send_bytes(_STOP)
             except OSError:
                 pass
-        for action in (None, "terminate", "kill"):
-            deadline = time.monotonic() + timeout
-            for p in self.processes:
-                if action is not None and p.is_alive():
-                    getattr(p, action)()
-            for p in self.processes:
-                p.join(max(0.0, deadline - time.monotonic()))
-            if not any(p.is_alive() for p in self.processes):
-                break
+        stop_processes(self.processes, timeout)
         for conn in self.conns:
             conn.close()

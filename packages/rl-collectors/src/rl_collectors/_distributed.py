@@ -218,7 +218,7 @@ class DistributedDataCollector(RemoteCollectorBase):
                 "num_workers_per_collector": self.num_workers_per_collector, "num_collectors": self.num_collectors,
                 "profiling": bool(profiling_env()), "weights_layout": self._weights_layout}
         for rank, fn in enumerate(self.env_fns, start=1):
-            data = dumps({**spec, "create_env_fn": fn})
+            data = dumps({**spec, "create_env_fn": fn}, "create_env_fn, policy or collector_kwargs")
             self._request(rank, header(OP_SPEC, data.numel(), 0), data, "start")
         infos = [self._links.wait([r], KIND_READY, "start", timeout)[1] for r in range(1, self.num_collectors + 1)]
         self._ready(infos)

@@ -22,13 +22,14 @@ from __future__ import annotations
 import datetime
 import logging
 import os
-import pickle
 import socket
 import traceback
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from rl_envs.processes import dumps as portable_dumps
+from rl_envs.processes import loads as portable_loads
 from rl_profiling import ARMED, set_profiling_enabled
 from tensordict import TensorDictBase
 
@@ -46,13 +47,14 @@ IDLE = datetime.timedelta(days=30)  # a rank waits this long for the trainer's n
 READY_KEY = "rl_collectors/ready/{rank}"
 
 
-def dumps(obj: Any) -> torch.Tensor:
-    """Pickle ``obj`` into a uint8 tensor (functions travel by reference, as with spawn)."""
-    return torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+def dumps(obj: Any, what: str = "the message") -> torch.Tensor:
+    """Pickle ``obj`` into a uint8 tensor: by reference where the rank can import it, by
+    value (cloudpickle) for what was defined in ``__main__``, lambdas and closures."""
+    return torch.frombuffer(bytearray(portable_dumps(obj, what)), dtype=torch.uint8)
 
 
-def loads(tensor: torch.Tensor) -> Any:
-    return pickle.loads(tensor.numpy().tobytes())
+def loads(tensor: torch.Tensor, what: str = "the message") -> Any:
+    return portable_loads(tensor.numpy().tobytes(), what)
 
 
 def send(tensor: torch.Tensor, dst: int, tag: int, timeout: datetime.timedelta) -> None:
@@ -199,9 +201,9 @@ def serve_distributed_collector(timeout: float = 300.0) -> None:
     rank = dist.get_rank()
     cmd = torch.empty(3, dtype=torch.int64)
     recv(cmd, 0, TAG_CMD, IDLE)
-    spec = loads(_recv_bytes(int(cmd[1]), wait))
-    try:
-        runtime = RankRuntime(spec, rank - 1)
+    data = _recv_bytes(int(cmd[1]), wait)
+    try:  # loading the spec runs the user's code too: its errors go back to the trainer
+        runtime = RankRuntime(loads(data, "the collector spec (create_env_fn, policy, collector_kwargs)"), rank - 1)
     except Exception:
         _reply(KIND_ERROR, traceback.format_exc(), wait)
         return

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rl_envs.processes import stop_processes
+
 __all__ = [
     "LaunchedRank",
     "MPLauncher",
@@ -100,13 +102,7 @@ def _describe_process(proc: Any) -> str:
 
 def _stop_process(proc: Any, timeout: float) -> None:
     """Join, then terminate, then kill; bounded by ``3 * timeout``."""
-    proc.join(timeout)
-    if proc.is_alive():
-        proc.terminate()
-        proc.join(timeout)
-    if proc.is_alive():
-        proc.kill()
-        proc.join(timeout)
+    stop_processes([proc], timeout)
 
 
 class SubmititLauncher:

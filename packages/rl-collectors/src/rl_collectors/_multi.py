@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+from rl_envs.processes import Portable
 from rl_profiling import Timing, profiled
 from tensordict import TensorDictBase
 
@@ -253,6 +254,8 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
                 keep running and the collector stays usable.
         """
         name = call_name(name, Collector)
+        if callable(name):  # a notebook's function reaches the workers by value
+            name = Portable(name, "map_fn's function")
         if len(list_of_args) != self.num_workers:
             raise ValueError(f"map_fn: expected {self.num_workers} argument entries (one per worker), got {len(list_of_args)}")
         args = [a if isinstance(a, tuple) else (a,) for a in list_of_args]

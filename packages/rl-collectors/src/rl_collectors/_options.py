@@ -20,6 +20,24 @@ def _check_count(name: str, value: Any, minimum: int, allow_none: bool = False) 
         raise ValueError(f"{name}: expected an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}")
 
 
+_ONE_FOR_ALL = "one value for every worker: each worker runs the same Collector"
+TORCHRL_ONLY = {
+    "device": "pass env_device=, policy_device= and storing_device= (each defaults to the env's device)",
+    "devices": f"pass env_device= / policy_device= / storing_device=, {_ONE_FOR_ALL}",
+    "storing_devices": f"pass storing_device=, {_ONE_FOR_ALL}",
+    "env_devices": f"pass env_device=, {_ONE_FOR_ALL}",
+    "policy_devices": f"pass policy_device=, {_ONE_FOR_ALL}",
+    "create_env_kwargs": "bind them into the constructor: functools.partial(make_env, **kwargs)",
+    "interruptor": "slow workers are not pre-empted: MultiAsyncCollector yields the first batch ready",
+    "preemptive_threshold": "slow workers are not pre-empted: MultiAsyncCollector yields the first batch ready",
+    "use_buffers": "batches are always written into preallocated buffers",
+    "cat_results": "MultiSyncCollector stacks the workers' batches as [num_workers, *batch, T]: reshape as needed",
+    "track_policy_version": 'every batch carries ("collector", "policy_version") already',
+    "set_truncated": 'truncation is always marked: ("next", "truncated") is set at max_frames_per_traj',
+}
+"""TorchRL collector arguments that have no counterpart here, and what to do instead."""
+
+
 @dataclass
 class CollectorOptions:
     """Options of :class:`~rl_collectors.Collector` (and of each worker's Collector).
@@ -69,6 +87,12 @@ class CollectorOptions:
         ...
         ValueError: max_frames_per_traj: expected an int >= 1 or None, got 0
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> CollectorOptions:
+        # TorchRL's arguments with no counterpart: name what to use instead (not a bare TypeError)
+        for name in TORCHRL_ONLY.keys() & kwargs.keys():
+            raise TypeError(f"{name}: TorchRL's argument is not supported by the collectors here; {TORCHRL_ONLY[name]}")
+        return super().__new__(cls)
 
     max_frames_per_traj: int | None = None
     init_random_frames: int = 0

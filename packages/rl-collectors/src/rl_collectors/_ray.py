@@ -101,6 +101,9 @@ class RayCollector(RemoteCollectorBase):
         collector_kwargs: its keyword options; ``postproc``, ``replay_buffer``,
             ``post_collect_hook`` and ``split_trajs`` run on the driver.
         update_after_each_batch: push the policy's weights after each yielded batch.
+        weight_updater: a :class:`RayWeightUpdater` (built with or without its source,
+            TorchRL's ``RayWeightUpdater()``; this collector binds its policy); default:
+            one made here when the policy has weights.
         timeout: seconds a batch or reply may take before the actor is declared hung.
         start_timeout: seconds the actors may take to start (process, imports, env).
 
@@ -137,9 +140,13 @@ class RayCollector(RemoteCollectorBase):
         collector_class: type = Collector,
         collector_kwargs: dict[str, Any] | None = None,
         update_after_each_batch: bool = False,
+        weight_updater: RayWeightUpdater | None = None,
         timeout: float = 300.0,
         start_timeout: float = 300.0,
     ) -> None:
+        if weight_updater is not None and not isinstance(weight_updater, RayWeightUpdater):
+            raise ValueError(f"weight_updater: expected a RayWeightUpdater (or None) for Ray actors, got "
+                             f"{type(weight_updater).__name__}, which cannot reach another process")
         self._pending: dict[Any, int] = {}  # in-flight collect calls: ObjectRef -> actor index
         self._setup(create_env_fn, policy, frames_per_batch, total_frames, num_collectors, sync, collector_class,
                     collector_kwargs, 1, update_after_each_batch, timeout)
@@ -150,7 +157,11 @@ class RayCollector(RemoteCollectorBase):
             self._actors: list[Any] = []
             self._started: list[bool] = []
             self._finalizer = weakref.finalize(self, _release, ray, self._actors, self._started)
-            self.weight_updater = RayWeightUpdater(policy) if self._has_weights else None
+            self.weight_updater = weight_updater
+            if weight_updater is None and self._has_weights:
+                self.weight_updater = RayWeightUpdater(policy)
+            elif weight_updater is not None:
+                weight_updater.bind(None, source=policy if self._has_weights else None)
             self._start_ray(ray_init_config)
             self._start_actors(configs, start_timeout)
         except BaseException:

@@ -49,7 +49,9 @@ class RayWeightUpdater(WeightUpdaterBase):
 
     Args:
         source: the trainer's policy (an ``nn.Module``) or a TensorDict of its weights,
-            read by ``push()`` when called without weights.
+            read by ``push()`` when called without weights. ``None`` (TorchRL's
+            ``RayWeightUpdater()``): the :class:`~rl_collectors.RayCollector` that
+            receives it as ``weight_updater=`` binds its policy.
 
     Raises:
         CollectorError: ``source`` has no weights.
@@ -64,8 +66,8 @@ class RayWeightUpdater(WeightUpdaterBase):
         1
     """
 
-    def __init__(self, source: Any) -> None:
-        if weights_of(source) is None:
+    def __init__(self, source: Any = None) -> None:
+        if source is not None and weights_of(source) is None:
             raise CollectorError(
                 f"RayWeightUpdater: source: expected a policy with weights or a TensorDict of "
                 f"weights, got {type(source).__name__} (no weights)"

@@ -6,7 +6,7 @@ Wiring (one place):
   launcher (``_launchers.py``) starts ``"collector{rank}"`` for ranks ``1..N``
   (:func:`run_rpc_rank`). Each writes its ready key in the store, joins RPC, and waits
   for calls until the trainer calls ``_rpc_stop`` or its store goes away.
-- Calls: ``_rpc_build(spec, idx)`` builds the rank's collector (a
+- Calls: ``_rpc_build(spec_bytes, idx)`` loads the spec (``rl_envs.processes``) and builds the rank's collector (a
   :class:`~rl_collectors._distributed_worker.RankRuntime`, the same as the
   torch.distributed collector's); ``_rpc_collect(steps, weights, version)`` loads newer
   weights when given and returns the batch as one flat byte tensor; ``_rpc_call`` serves
@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from rl_envs.processes import dumps as portable_dumps
+from rl_envs.processes import loads as portable_loads
 from rl_profiling import Timing, profiling_env
 from tensordict import TensorDictBase
 
@@ -46,7 +48,9 @@ _SLICE = 0.1
 
 
 # -- the collector ranks' side ---------------------------------------------------------------------
-def _rpc_build(spec: dict[str, Any], idx: int) -> dict[str, Any]:
+def _rpc_build(data: bytes, idx: int) -> dict[str, Any]:
+    """Load the spec (by reference or by value, see ``rl_envs.processes``) and build the collector."""
+    spec = portable_loads(data, "the collector spec (create_env_fn, policy, collector_kwargs)")
     _STATE["runtime"] = runtime = RankRuntime(spec, idx)
     return runtime.info()
 
@@ -218,7 +222,8 @@ class RPCDataCollector(RemoteCollectorBase):
                 "kwargs": self.rank_kwargs, "num_threads": num_threads, "num_collectors": self.num_collectors,
                 "num_workers_per_collector": self.num_workers_per_collector, "profiling": bool(profiling_env())}
         for idx, fn in enumerate(self.env_fns):
-            self._submit(idx, _rpc_build, ({**spec, "create_env_fn": fn}, idx), 0, timeout)
+            data = portable_dumps({**spec, "create_env_fn": fn}, "create_env_fn, policy or collector_kwargs")
+            self._submit(idx, _rpc_build, (data, idx), 0, timeout)
         self._ready([self._wait([i], "start", timeout)[1] for i in range(self.num_collectors)])
 
     # -- futures -------------------------------------------------------------------------------

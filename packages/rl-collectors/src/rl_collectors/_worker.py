@@ -3,7 +3,11 @@
 Wiring (one place):
 
 - ``WorkerSpec`` (pickled to the worker at spawn): env constructor, policy, Collector
-  options, shared weights, worker index.
+  options, shared weights, worker index. The user's objects (env constructor, policy,
+  options with ``postproc``) cross as :class:`rl_envs.processes.Portable`: by reference
+  when importable, by value (cloudpickle) when defined in ``__main__``, lambdas or
+  closures; the worker loads them inside its error handling, so a failure to load or to
+  build reaches the trainer as ``WorkerError("failed to start: <the worker's exception>")``.
 - ``WorkerRuntime`` (in the worker): builds the Collector with its batch in shared
   memory and answers commands (``collect``, ``map_fn``, ``enable_profile``, ...).
 - ``worker_main`` (the process target): sends ``("ready", buffer)`` once (the shared
@@ -16,6 +20,7 @@ Wiring (one place):
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import multiprocessing as mp
 import multiprocessing.connection as mpc
@@ -28,6 +33,7 @@ from typing import Any
 
 import torch
 import torch.multiprocessing  # noqa: F401  (registers the shared-memory pickling of tensors)
+from rl_envs.processes import Portable, stop_processes
 
 from rl_collectors.exceptions import WorkerError
 from rl_collectors.weight_sync import SharedWeightsReader
@@ -55,6 +61,16 @@ class WorkerSpec:
     shared: bool = True
     env: dict[str, Any] = field(default_factory=dict)
     filter_warnings: bool = True
+
+    _PORTABLE = {"create_env_fn": "create_env_fn", "policy": "policy", "options": "collector options"}
+
+    def portable(self) -> WorkerSpec:
+        """This spec with the user's objects wrapped for a spawned process."""
+        return dataclasses.replace(self, **{f: Portable(getattr(self, f), what) for f, what in self._PORTABLE.items()})
+
+    def loaded(self) -> WorkerSpec:
+        """In the worker: the spec with the user's objects loaded (may raise their errors)."""
+        return dataclasses.replace(self, **{f: getattr(self, f).load() for f in self._PORTABLE})
 
 
 class WorkerRuntime:
@@ -149,6 +165,8 @@ def call_name(name: Any, collector_class: Any = None) -> Any:
 
 def resolve_call(collector: Any, name: Any) -> Any:
     """``map_fn``'s target in a worker: a collector method, a function or a callable."""
+    if isinstance(name, Portable):
+        return name.load()
     if callable(name):
         return name
     if hasattr(collector, name):
@@ -183,7 +201,7 @@ def worker_main(spec: WorkerSpec, conn: Any) -> None:
     if spec.filter_warnings:
         warnings.filterwarnings("ignore")
     try:
-        runtime = WorkerRuntime(spec)
+        runtime = WorkerRuntime(spec.loaded())
         conn.send(("ready", (runtime.buffer, runtime.num_rows)))
     except BaseException:
         conn.send(("error", traceback.format_exc()))
@@ -195,7 +213,13 @@ def worker_main(spec: WorkerSpec, conn: Any) -> None:
                 if parent is not None and not parent.is_alive():
                     return  # orphaned: the main process is gone
                 continue
-            cmd, payload = conn.recv()
+            try:
+                cmd, payload = conn.recv()
+            except (EOFError, OSError):
+                raise
+            except Exception:  # a command this process cannot unpickle: say so, keep serving
+                conn.send(("error", traceback.format_exc()))
+                continue
             if cmd == "close":
                 return
             try:
@@ -215,10 +239,16 @@ class ProcessWorker:
         self.idx = spec.worker_idx
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=worker_main, args=(spec, child), name=f"rl-collector-worker-{self.idx}", daemon=False
+            target=worker_main, args=(spec.portable(), child), name=f"rl-collector-worker-{self.idx}",
+            daemon=False,
         )
-        self.process.start()
-        child.close()
+        try:
+            self.process.start()  # pickles the spec: an object that cannot cross raises here
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            child.close()
         self.batches: deque[Any] = deque()
         self.buffer: Any = None
         self.num_rows = 0
@@ -245,14 +275,16 @@ class ProcessWorker:
                     kind, payload = self.conn.recv()
                 except (EOFError, OSError):
                     raise WorkerError(self.idx, f"died ({self._status()})") from None
-                if kind == "error":  # the worker caught it and keeps serving
-                    raise WorkerError(self.idx, "raised", payload, alive=expect != "ready")
+                if kind == "error":  # the worker caught it and keeps serving (unless starting)
+                    starting = expect == "ready"
+                    raise WorkerError(self.idx, "failed to start" if starting else "raised", payload,
+                                      alive=not starting)
                 if kind == "batch" and expect != "batch":
                     self.batches.append(payload)  # an async batch that arrived first
                     continue
                 return payload
             if self.process.sentinel in ready or not self.process.is_alive():
-                raise WorkerError(self.idx, f"died without a reply ({self._status()})")
+                raise WorkerError(self.idx, f"died without a reply ({self._status()}; its stderr shows why)")
             if time.monotonic() >= deadline:
                 raise WorkerError(self.idx, f"no {expect!r} reply within {timeout} s ({self._status()})")
 
@@ -275,13 +307,7 @@ class ProcessWorker:
                 self.conn.send(("close", None))
         except (BrokenPipeError, OSError):
             pass
-        self.process.join(timeout)
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(timeout)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(timeout)
+        stop_processes([self.process], timeout)
         self.conn.close()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rl_envs.processes import error_summary
+
 __all__ = ["CheckpointError", "CollectorClosedError", "CollectorError", "WorkerError"]
 
 
@@ -18,7 +20,8 @@ class WorkerError(CollectorError):
 
     Attributes:
         worker_idx: index of the worker in the collector's list of env constructors.
-        remote_traceback: the worker's formatted traceback, or ``None`` when it died
+        remote_traceback: the worker's formatted traceback (its exception's
+            ``Type: message`` line is also on the error's first line), or ``None`` when it died
             without one (killed, segfault) or timed out.
         alive: ``True`` when a command (``map_fn``, ``set_seed``, ...) raised in a worker
             that is still running and serving: the collector stays usable.
@@ -30,6 +33,9 @@ class WorkerError(CollectorError):
         self.remote_traceback = remote_traceback
         self.alive = alive
         text = f"worker {worker_idx}: {message}"
+        summary = error_summary(remote_traceback)
+        if summary and summary not in message:  # the worker's own exception, on the first line
+            text += f": {summary}"
         if remote_traceback:
             text += f"\n--- traceback in worker {worker_idx} ---\n{remote_traceback}"
         super().__init__(text)

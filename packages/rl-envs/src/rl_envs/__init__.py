@@ -9,7 +9,15 @@ from rl_envs._env import EnvBase
 from rl_envs._gym import GymEnv, GymWrapper
 from rl_envs._policy import RandomPolicy
 from rl_envs._specs import Bounded, ContinuousBox, TensorSpec, Unbounded
-from rl_envs._specs_discrete import Binary, Categorical, CategoricalBox, MultiCategorical, OneHot
+from rl_envs._specs_discrete import (
+    Binary,
+    BinaryBox,
+    BoxList,
+    Categorical,
+    CategoricalBox,
+    MultiCategorical,
+    OneHot,
+)
 from rl_envs._transforms import Compose, Transform, TransformedEnv
 from rl_envs._transforms_action import ActionScaling
 from rl_envs._transforms_atari import EndOfLifeTransform, NoopResetEnv
@@ -27,7 +35,9 @@ __version__ = "0.1.0"
 __all__ = [
     "ActionScaling",
     "Binary",
+    "BinaryBox",
     "Bounded",
+    "BoxList",
     "CatFrames",
     "CatTensors",
     "Categorical",

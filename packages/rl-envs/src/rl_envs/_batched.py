@@ -9,10 +9,8 @@ partial resets); they differ only in where the sub-envs run: in this process for
 from __future__ import annotations
 
 import multiprocessing
-import pickle
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import torch
@@ -22,6 +20,7 @@ from tensordict import TensorDictBase
 from rl_envs._batched_worker import SPEC_NAMES, STEP_MSG, WorkerError, WorkerPool, env_meta
 from rl_envs._buffers import zero_buffers
 from rl_envs._env import EnvBase
+from rl_envs.processes import dumps as portable_dumps
 
 __all__ = ["ParallelEnv", "SerialEnv", "WorkerError"]
 
@@ -48,8 +47,25 @@ def _check_fns(num_workers: Any, create_env_fn: Any) -> list[Any]:
     return fns
 
 
-def _check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any) -> tuple[list, list[dict]]:
+TORCHRL_ONLY = {
+    "shared_memory": "ParallelEnv's workers always write into shared memory; SerialEnv needs none",
+    "memmap": "the batched buffers live in shared memory, never in memory-mapped files",
+    "mp_start_method": "workers are always started with 'spawn'",
+    "use_buffers": "steps always go through preallocated buffers",
+    "serial_for_single": "ParallelEnv(1, ...) starts one worker process; use SerialEnv(1, ...) to stay here",
+    "num_threads": "num_sub_threads= sets torch's threads in each worker; this process keeps its own",
+    "daemon": "workers are never daemonic (so that a worker may start processes); close() stops them",
+}
+"""TorchRL batched-env arguments with no counterpart here, and what to do instead."""
+
+
+def _check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any,
+                torchrl_only: Mapping[str, Any]) -> tuple[list, list[dict]]:
     """Validate the constructor arguments; returns one constructor and one kwargs dict per worker."""
+    for name in torchrl_only:  # a TorchRL argument names what to use instead; any other is a typo
+        reason = TORCHRL_ONLY.get(name)
+        raise TypeError(f"{name}: TorchRL's argument is not supported here; {reason}" if reason
+                        else f"got an unexpected keyword argument {name!r}")
     fns = _check_fns(num_workers, create_env_fn)
     if create_env_kwargs is None:
         return fns, [{} for _ in range(num_workers)]
@@ -172,8 +188,9 @@ class SerialEnv(_BatchedEnv):
         num_workers: int,
         create_env_fn: Callable[..., EnvBase],
         create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        **torchrl_only: Any,
     ):
-        fns, kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs)
+        fns, kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs, torchrl_only)
         self._envs: list[EnvBase] = []
         try:
             for fn, kw in zip(fns, kwargs, strict=True):
@@ -232,10 +249,9 @@ class ParallelEnv(_BatchedEnv):
     Args:
         num_workers: number of worker processes.
         create_env_fn: callable returning an ``EnvBase``, or a list of ``num_workers``
-            of them (one per worker; all sub-envs must have the same specs). It is
-            pickled to the workers, so it must be importable from them: a module-level
-            function or class, or a ``functools.partial`` of one (not a lambda or a
-            local function).
+            of them (one per worker; all sub-envs must have the same specs). Sent to
+            the workers by reference when importable, by value (cloudpickle) when defined
+            in ``__main__`` (a notebook cell, ``python -c``), a lambda or a closure.
         create_env_kwargs: keyword arguments of ``create_env_fn``: one dict for all
             workers, or a list of ``num_workers`` dicts.
         timeout: seconds any wait on a worker may last (start-up included) before the
@@ -244,8 +260,10 @@ class ParallelEnv(_BatchedEnv):
 
     Raises:
         ValueError: a list of constructors or of kwargs has the wrong length.
-        TypeError: ``create_env_fn`` (or its kwargs) cannot be pickled.
-        WorkerError: ``create_env_fn`` raised in a worker (with its traceback) or a
+        pickle.PicklingError: ``create_env_fn`` (or its kwargs) cannot be pickled at
+            all, even by value (the message names which and why); no process started.
+        WorkerError: ``create_env_fn`` raised, or could not be loaded, in a worker (the
+            message starts with the worker's exception, its traceback follows) or a
             worker died while starting.
 
     Examples:
@@ -277,8 +295,9 @@ class ParallelEnv(_BatchedEnv):
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         num_sub_threads: int = 1,
+        **torchrl_only: Any,
     ):
-        fns, kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs)
+        fns, kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs, torchrl_only)
         if not timeout > 0:
             raise ValueError(
                 f"timeout: expected a positive number of seconds, received {timeout!r}"
@@ -389,13 +408,8 @@ class ParallelEnv(_BatchedEnv):
 
 
 def _check_picklable(fns: list[Any], kwargs: list[dict]) -> None:
+    """Fail here, before any process starts, on what cannot reach a worker at all (by
+    reference or by value); the error names the argument."""
     create_env_fn = fns[0] if all(fn is fns[0] for fn in fns) else fns
     for name, obj in (("create_env_fn", create_env_fn), ("create_env_kwargs", kwargs)):
-        try:
-            ForkingPickler.dumps(obj)
-        except (pickle.PicklingError, AttributeError, TypeError) as err:
-            raise TypeError(
-                f"{name}: must be picklable to reach the 'spawn' worker processes (a module-level "
-                f"function or class, or a functools.partial of one; not a lambda or a local "
-                f"function); received {obj!r}: {err}"
-            ) from err
+        portable_dumps(obj, name)

@@ -3,8 +3,11 @@
 Protocol (small pickled tuples ``(command, argument)`` over one duplex pipe per worker;
 every bulk tensor lives in shared memory that the main process allocated):
 
-- the worker builds its env with ``create_env_fn(**kwargs)`` and answers
-  ``("ok", meta)`` (batch size, device and specs) or ``("error", traceback)``;
+- ``create_env_fn`` and its kwargs cross as :class:`~rl_envs.processes.Portable` (by
+  reference, or by value when defined in ``__main__``, a lambda or a closure); the worker
+  loads them and builds its env with ``create_env_fn(**kwargs)`` and answers
+  ``("ok", meta)`` (batch size, device and specs) or ``("error", traceback)``: a factory
+  that raises or cannot be loaded is reported with the worker's own exception;
 - ``("bind", buffers)``: the shared ``root``/``next``/action/reset-mask TensorDicts; the
   worker binds its env to views of its row (``env._bind_buffers(root[i], next[i])``);
 - ``("step", None)``: the action is already in the shared action buffer;
@@ -27,7 +30,6 @@ sleeping process on an idle core, which on a VM is tens to hundreds of microseco
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import pickle
 import select
@@ -42,9 +44,9 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-__all__ = ["WorkerError", "WorkerPool", "env_meta", "worker_main"]
+from rl_envs.processes import Portable, error_summary, stop_processes
 
-logger = logging.getLogger(__name__)
+__all__ = ["WorkerError", "WorkerPool", "env_meta", "worker_main"]
 
 PARENT_POLL_S = 1.0
 """How often an idle worker checks that the main process is still alive."""
@@ -162,7 +164,7 @@ def _next_command(conn: connection.Connection, poller: Any) -> tuple[str, Any] |
 
 
 def worker_main(
-    index: int, conn: connection.Connection, create_env_fn: Any, kwargs: dict, num_threads: int
+    index: int, conn: connection.Connection, create_env_fn: Portable, kwargs: Portable, num_threads: int
 ) -> None:
     """Entry point of a ``ParallelEnv`` worker process (spawned).
 
@@ -183,10 +185,10 @@ def worker_main(
         os._exit(code)
 
 
-def _serve(index: int, conn: connection.Connection, create_env_fn: Any, kwargs: dict) -> None:
+def _serve(index: int, conn: connection.Connection, create_env_fn: Portable, kwargs: Portable) -> None:
     env = None
     try:
-        env = create_env_fn(**kwargs)
+        env = create_env_fn.load()(**kwargs.load())
         conn.send(("ok", env_meta(env)))
     except Exception:
         conn.send(("error", traceback.format_exc()))
@@ -235,7 +237,8 @@ class WorkerPool:
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(
                 target=worker_main,
-                args=(i, child_end, create_env_fn, kw, num_threads),
+                args=(i, child_end, Portable(create_env_fn, "create_env_fn"),
+                      Portable(kw, "create_env_kwargs"), num_threads),
                 name=f"{self.owner}-worker-{i}",
                 daemon=False,  # a daemon could not start processes (e.g. gymnasium's async env)
             )
@@ -316,7 +319,8 @@ class WorkerPool:
         status, payload = ForkingPickler.loads(raw)
         if status == "error":
             raise WorkerError(
-                f"{self.owner} worker {i} raised during {what!r}; its traceback:\n{payload}",
+                f"{self.owner} worker {i} raised during {what!r}: {error_summary(payload)}\n"
+                f"--- traceback in worker {i} ---\n{payload}",
                 i,
                 payload,
             )
@@ -332,7 +336,7 @@ class WorkerPool:
         elif code < 0:
             how = f"killed by signal {signal.Signals(-code).name}"
         if what == "create_env_fn":
-            how += "; its stderr shows why (create_env_fn must be importable in a fresh process)"
+            how += "; it died before it could report an error: its stderr shows why"
         return WorkerError(
             f"{self.owner} worker {i} (pid {proc.pid}) died during {what!r} ({how})", i
         )
@@ -354,16 +358,7 @@ def _shutdown(procs: list[Any], conns: list[connection.Connection]) -> None:
         if proc.is_alive():
             with contextlib.suppress(OSError):
                 conn.send_bytes(close_msg)
-    deadline = time.monotonic() + CLOSE_TIMEOUT_S
-    for proc in procs:
-        proc.join(max(0.0, deadline - time.monotonic()))
-    for stop in ("terminate", "kill"):
-        alive = [p for p in procs if p.is_alive()]
-        for proc in alive:
-            logger.warning("%s did not exit after close; calling %s()", proc.name, stop)
-            getattr(proc, stop)()
-        for proc in alive:
-            proc.join(CLOSE_TIMEOUT_S)
+    stop_processes(procs, CLOSE_TIMEOUT_S)
     for proc, conn in zip(procs, conns, strict=True):
         conn.close()
         if proc.exitcode is not None:

@@ -13,7 +13,7 @@ import torch
 from rl_envs._specs import ShapeLike, TensorSpec, _rand_int, _size
 from rl_envs.exceptions import SpecError
 
-__all__ = ["Binary", "Categorical", "CategoricalBox", "MultiCategorical", "OneHot"]
+__all__ = ["Binary", "BinaryBox", "BoxList", "Categorical", "CategoricalBox", "MultiCategorical", "OneHot"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,42 @@ class CategoricalBox:
     """
 
     n: int
+
+
+@dataclass(frozen=True)
+class BinaryBox:
+    """The set of values of a :class:`Binary` spec: ``n`` independent ``{0, 1}`` values
+    (TorchRL's ``spec.space``).
+
+    Examples:
+        >>> Binary(4).space.n
+        4
+    """
+
+    n: int
+
+
+@dataclass(frozen=True)
+class BoxList:
+    """One box per categorical choice of a :class:`MultiCategorical` spec (TorchRL's
+    ``spec.space``): ``space[i].n`` is ``nvec[i]``.
+
+    Examples:
+        >>> space = MultiCategorical([2, 3]).space
+        >>> len(space), space[1].n
+        (2, 3)
+    """
+
+    boxes: tuple[CategoricalBox, ...]
+
+    def __getitem__(self, index: int) -> CategoricalBox:
+        return self.boxes[index]
+
+    def __len__(self) -> int:
+        return len(self.boxes)
+
+    def __iter__(self) -> Any:
+        return iter(self.boxes)
 
 
 class Categorical(TensorSpec):
@@ -89,6 +125,11 @@ class MultiCategorical(TensorSpec):
 
     def _kwargs(self) -> dict[str, Any]:
         return {"nvec": self.nvec}
+
+    @property
+    def space(self) -> BoxList:
+        """One :class:`CategoricalBox` per choice (the last dim), as TorchRL's ``spec.space``."""
+        return BoxList(tuple(CategoricalBox(int(n)) for n in self.nvec.reshape(-1, self.shape[-1])[0]))
 
     def _rebuild(self, shape: ShapeLike, device: Any = None, dtype: Any = None) -> TensorSpec:
         shape = _size(shape)
@@ -181,6 +222,11 @@ class Binary(TensorSpec):
 
     def _kwargs(self) -> dict[str, Any]:
         return {"n": self.n}
+
+    @property
+    def space(self) -> BinaryBox:
+        """``n`` as TorchRL's ``spec.space.n``."""
+        return BinaryBox(self.n)
 
     def _eq_extra(self, other: Any) -> bool:
         return self.n == other.n

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from tensordict.utils import NestedKey
@@ -22,6 +23,24 @@ def _check_sizes(input_size: int, hidden_size: int, num_layers: int, dropout: fl
         raise ValueError(f"num_layers must be a positive int, got {num_layers!r}")
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+
+
+TORCHRL_ONLY = {
+    "python_based": "choose the implementation with recurrent_backend= ('scan' steps the cell math in "
+                    "Python over time; 'pad' runs torch's own module over padded segments; 'triton' a "
+                    "fused kernel)",
+    "batch_first": "inputs are always batch-first ([*B, T, F])",
+    "bidirectional": "policies run forward in time only",
+}
+"""TorchRL recurrent-module arguments with no counterpart here, and what to do instead."""
+
+
+def refuse_torchrl_only(owner: str, kwargs: dict[str, Any]) -> None:
+    """A TorchRL argument names what to use instead; any other unknown keyword is a typo."""
+    for name in kwargs:
+        reason = TORCHRL_ONLY.get(name)
+        raise TypeError(f"{name}: TorchRL's argument is not supported here; {reason}" if reason
+                        else f"{owner}: got an unexpected keyword argument {name!r}")
 
 
 class LSTMModule(RecurrentModuleBase):
@@ -101,8 +120,10 @@ class LSTMModule(RecurrentModuleBase):
         recurrent_recompute: str = "none",
         recurrent_compute_dtype: torch.dtype | None = None,
         recurrent_matmul_precision: str | None = None,
+        **torchrl_only: Any,
     ) -> None:
         super().__init__()
+        refuse_torchrl_only(type(self).__name__, torchrl_only)
         _check_sizes(input_size, hidden_size, num_layers, dropout)
         keys = resolve_keys(in_key, in_keys, out_key, out_keys, [LSTM_STATE_H, LSTM_STATE_C])
         self.lstm = nn.LSTM(
@@ -176,8 +197,10 @@ class GRUModule(RecurrentModuleBase):
         recurrent_recompute: str = "none",
         recurrent_compute_dtype: torch.dtype | None = None,
         recurrent_matmul_precision: str | None = None,
+        **torchrl_only: Any,
     ) -> None:
         super().__init__()
+        refuse_torchrl_only(type(self).__name__, torchrl_only)
         _check_sizes(input_size, hidden_size, num_layers, dropout)
         keys = resolve_keys(in_key, in_keys, out_key, out_keys, [GRU_STATE])
         self.gru = nn.GRU(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 from rl_profiling import profiled_methods
@@ -16,6 +17,16 @@ from rl_objectives._tensor_keys import KeyedModule, get_key
 from rl_objectives.value._checks import check_time_dim
 
 __all__ = ["ValueEstimatorBase"]
+
+
+_KEYS = "set them with .set_keys(advantage=..., value_target=..., value=...)"
+TORCHRL_ONLY = {
+    "vectorized": "the estimators always run one vectorised computation over time (no per-step loop to choose)",
+    "advantage_key": _KEYS,
+    "value_target_key": _KEYS,
+    "value_key": _KEYS,
+}
+"""TorchRL value-estimator arguments with no counterpart here, and what to do instead."""
 
 
 class ValueEstimatorBase(KeyedModule, nn.Module):
@@ -73,8 +84,13 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
         differentiable: bool = False,
         skip_existing: bool = False,
         time_dim: int | None = None,
+        **torchrl_only: Any,
     ) -> None:
         super().__init__()
+        for name in torchrl_only:  # a TorchRL argument names what to use instead; any other is a typo
+            reason = TORCHRL_ONLY.get(name)
+            raise TypeError(f"{name}: TorchRL's argument is not supported here; {reason}" if reason
+                            else f"{type(self).__name__}: got an unexpected keyword argument {name!r}")
         if not isinstance(gamma, (float, int, torch.Tensor)) or isinstance(gamma, bool):
             raise ValueError(f"gamma must be a float or a tensor, got {type(gamma).__name__}")
         if value_network is not None and not isinstance(value_network, TensorDictModuleBase):

@@ -1,0 +1,28 @@
+"""TorchRL's batched-env arguments that have no counterpart here are refused with an error
+that names what to use instead (not Python's bare "unexpected keyword argument")."""
+
+from __future__ import annotations
+
+import functools
+
+import psutil
+import pytest
+from rl_envs import GymEnv, ParallelEnv, SerialEnv
+from rl_envs._batched import TORCHRL_ONLY
+
+MAKE = functools.partial(GymEnv, "CartPole-v1")
+
+
+@pytest.mark.parametrize("cls", [SerialEnv, ParallelEnv])
+@pytest.mark.parametrize("name", sorted(TORCHRL_ONLY))
+def test_torchrl_arguments_are_refused_with_the_replacement(cls, name):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(TypeError) as info:
+        cls(2, MAKE, **{name: True})
+    assert str(info.value) == f"{name}: TorchRL's argument is not supported here; {TORCHRL_ONLY[name]}"
+    assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()  # nothing started
+
+
+def test_a_misspelt_argument_is_still_a_plain_type_error():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_worker'"):
+        SerialEnv(2, MAKE, num_worker=2)
