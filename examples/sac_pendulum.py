@@ -1,6 +1,7 @@
 """SAC on Pendulum-v1, top to bottom (CleanRL style).
 
     uv run examples/sac_pendulum.py                    # 20k frames, mean return >= -250
+    uv run examples/sac_pendulum.py --checkpoint-dir runs/sac --checkpoint-every 5000 --resume
 
 The pieces: a ``GymEnv`` over a few Pendulum envs with ``RewardSum``; rl-modules'
 ``ProbabilisticActor`` with a ``TanhNormal`` scaled to the action spec, and a
@@ -8,7 +9,10 @@ The pieces: a ``GymEnv`` over a few Pendulum envs with ``RewardSum``; rl-modules
 targets; a ``Collector`` with random frames
 first; a ``TensorDictReplayBuffer`` sampled uniformly; ``SoftUpdate`` of the target
 critics after every gradient step. The last line printed is one JSON object with the
-run's figures.
+run's figures. With ``--checkpoint-dir``, a ``Checkpointer`` saves the run (loss module
+with actor, critics, targets and temperature; optimiser; buffer; collector; RNGs) every
+``--checkpoint-every`` frames, at the end and on SIGTERM/SIGUSR2 (then the script exits
+cleanly); ``--resume`` continues from the latest one (see docs/checkpointing.md).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import time
 from collections import deque
 
 import torch
-from rl_collectors import Collector
+from rl_collectors import Checkpointer, Collector
 from rl_envs import DoubleToFloat, GymEnv, RewardSum, TransformedEnv
 from rl_modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
 from rl_objectives import SACLoss, SoftUpdate
@@ -53,6 +57,9 @@ class Config:
         logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
         profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
             with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
+        checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
+        checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
+        resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
     """
 
     env_id: str = "Pendulum-v1"
@@ -72,12 +79,20 @@ class Config:
     device: str = "cpu"
     logdir: str = ""
     profile: str = ""
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 0
+    resume: bool = False
 
 
 def parse_args(config: type[Config] = Config, doc: str = __doc__) -> Config:
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     for field in dataclasses.fields(config):
-        parser.add_argument("--" + field.name.replace("_", "-"), type=type(field.default), default=field.default)
+        kind = type(field.default)
+        if kind is bool:  # `--resume` or `--resume false`
+            kind, more = (lambda v: v.lower() in ("1", "true", "yes")), {"nargs": "?", "const": True}
+        else:
+            more = {}
+        parser.add_argument("--" + field.name.replace("_", "-"), type=kind, default=field.default, **more)
     return config(**vars(parser.parse_args()))
 
 
@@ -134,8 +149,13 @@ def main(cfg: Config) -> dict:
     timing = RunReport(f"SAC {cfg.env_id}", profile=cfg.profile or None)  # every phase timed; a trace
     from tqdm import tqdm
 
-    bar = tqdm(total=cfg.total_frames, unit="frame", mininterval=1.0)
-    frames, updates, owed, start, losses = 0, 0, 0.0, time.perf_counter(), None
+    ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every, loss=loss_fn,
+                        optim=optim, buffer=buffer, collector=collector)
+    saved = ckpt.restore() if cfg.resume else None
+    frames, updates, owed = (saved["frames"], saved["updates"], saved["owed"]) if saved else (0, 0, 0.0)
+    returns.extend(saved["returns"] if saved else [])
+    bar = tqdm(total=cfg.total_frames, initial=frames, unit="frame", mininterval=1.0)
+    resumed_from, start, losses = frames, time.perf_counter(), None
     batches = iter(collector)
     while True:
         with timing.add_time("collect"):
@@ -154,13 +174,17 @@ def main(cfg: Config) -> dict:
                 owed, updates = owed - 1.0, updates + 1
         timing.step(batch.numel())
         mean_return = sum(returns) / max(len(returns), 1)
-        fps = frames / (time.perf_counter() - start)
+        extra = {"updates": updates, "owed": owed, "returns": list(returns)}
+        if ckpt.step(frames, extra, final=frames >= cfg.total_frames):
+            break  # SIGTERM: the checkpoint is written, stop cleanly
+        fps = (frames - resumed_from) / (time.perf_counter() - start)
         bar.update(batch.numel())
         bar.set_postfix(fps=f"{fps:,.0f}", ret=f"{mean_return:.1f}", refresh=False)
         if logger is not None and (done.any() or (frames // frames_per_batch) % 25 == 0):
             log_scalars(logger, frames, mean_return if returns else None, fps, losses)
     bar.close()
     collector.shutdown()
+    ckpt.close()
     seconds = time.perf_counter() - start
     timing.stop()
     print(timing.report())
@@ -169,7 +193,8 @@ def main(cfg: Config) -> dict:
     if logger is not None:
         logger.close()
     return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
-            "fps": round(frames / seconds, 1), "episodes_in_mean": len(returns), "updates": updates, "seed": cfg.seed}
+            "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "updates": updates,
+            "seed": cfg.seed, "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None}
 
 
 def train_step(buffer, loss_fn: SACLoss, optim, target_updater: SoftUpdate, timing: RunReport):

@@ -26,6 +26,9 @@ EXAMPLES = {
     # 2 workers x 4 envs x 16 steps = 128 frames a batch; learning starts at 512
     "dqn_prioritized.py": ["--learning-starts", "512", "--updates-per-batch", "2",
                            "--buffer-size", "4096"],
+    # 4 envs x 8 steps = 32 frames a batch (sac_mujoco.py runs this same loop)
+    "sac_pendulum.py": ["--num-envs", "4", "--steps-per-env", "8", "--learning-starts", "512",
+                        "--updates-per-frame", "0.05"],
 }  # fmt: skip
 TOTAL = 2048
 

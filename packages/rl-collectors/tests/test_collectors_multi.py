@@ -101,7 +101,8 @@ def test_map_fn_timing_and_state_dict(sync_collector) -> None:
     report = sync_collector.timing_report()
     assert "Collector workers" in report and "env_step" in report and "wait" in report
     state = sync_collector.state_dict()
-    assert set(state) == {"frames", "worker0", "worker1"} and state["worker1"]["frames"] > 0
+    assert set(state) == {"frames", "num_workers", "policy_version", "worker0", "worker1"}
+    assert state["worker1"]["frames"] > 0 and state["num_workers"] == 2
 
 
 @pytest.mark.timeout(600)
