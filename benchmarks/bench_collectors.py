@@ -8,7 +8,10 @@
 
    Rows 1-3 are medians over ``ROUNDS`` back-to-back (plain loop, collector) pairs of the
    per-pair ratio of frames/s by CPU time (as ``bench_envs.py``): one long timing of each
-   swung 0.55-0.87 between runs on this shared machine.
+   swung 0.55-0.87 between runs on this shared machine. Each has a twin row with the
+   same pairs timed by the wall clock (``time.perf_counter``, steady state: the
+   collector's first batch is left out), the figure a user timing a run would see; the
+   CPU-time figure leaves out the time this process waited for a core.
 4. ``MultiSyncCollector`` / ``MultiAsyncCollector`` with 2 workers vs ``Collector`` on an
    env whose step burns ~0.5 ms of CPU (target >= 1.6x on 2 cores).
 5. Uneven envs: 8 single envs whose step sleeps a random 0.1-2 ms (``time.sleep``, so
@@ -121,13 +124,17 @@ def _collector_timed(collector: Any, batches: int) -> Callable[[], tuple[float, 
 
 
 def _paired_ratio(plain: Callable[[], tuple[float, float]], ours: Callable[[], tuple[float, float]],
-                  rounds: int = ROUNDS) -> tuple[float, float, float]:
-    """Median over ``rounds`` back-to-back (plain, ours) pairs of ours/plain by CPU time,
-    with the medians of both rates: the two sides of a ratio run seconds apart, so the
-    load of a shared machine moves both (the method of ``bench_envs.py``)."""
+                  rounds: int = ROUNDS) -> list[tuple[float, float, float]]:
+    """Median over ``rounds`` back-to-back (plain, ours) pairs of ours/plain, with the
+    medians of both rates, by CPU time and by wall clock (in that order): the two sides of
+    a ratio run seconds apart, so the load of a shared machine moves both (the method of
+    ``bench_envs.py``)."""
     pairs = [(plain(), ours()) for _ in range(rounds)]
-    ratio = statistics.median(o[0] / p[0] for p, o in pairs)
-    return ratio, statistics.median(o[0] for _, o in pairs), statistics.median(p[0] for p, _ in pairs)
+    return [
+        (statistics.median(o[k] / p[k] for p, o in pairs), statistics.median(o[k] for _, o in pairs),
+         statistics.median(p[k] for p, _ in pairs))
+        for k in (0, 1)
+    ]
 
 
 def collector_rate(env: Any, policy: Any, steps_per_batch: int, batches: int) -> float:
@@ -145,8 +152,9 @@ def _row(figure: str, value: float, limit: float, unit: str = "frames/s", ratio:
             "ratio": value / limit if ratio is None else ratio}
 
 
-def _single_row(figure: str, num_envs: int, steps: int, policy: Any, mode: str = "sync") -> dict:
-    """One Collector-vs-plain-loop row: ``rounds`` interleaved pairs of ``steps`` steps."""
+def _single_row(figure: str, num_envs: int, steps: int, policy: Any, mode: str = "sync") -> list[dict]:
+    """Collector vs plain loop, ``rounds`` interleaved pairs of ``steps`` steps: the row by
+    CPU time and its twin by wall clock."""
     from rl_collectors import Collector
     from rl_envs import GymEnv
 
@@ -158,21 +166,23 @@ def _single_row(figure: str, num_envs: int, steps: int, policy: Any, mode: str =
     collector = Collector(env, policy, frames_per_batch=num_envs * steps_per_batch, total_frames=-1)
     try:
         net = None if policy is None else policy.module
-        ratio, ours, limit = _paired_ratio(_plain_timed(plain, steps, net),
-                                           _collector_timed(collector, steps // steps_per_batch))
+        by_cpu, by_wall = _paired_ratio(_plain_timed(plain, steps, net),
+                                        _collector_timed(collector, steps // steps_per_batch))
     finally:
         collector.shutdown()
         plain.close()
-    return _row(figure, ours, limit, ratio=ratio)
+    wall_figure = figure.replace("ours/plain loop", "ours/plain loop, wall clock")
+    return [_row(figure, by_cpu[1], by_cpu[2], ratio=by_cpu[0]),
+            _row(wall_figure, by_wall[1], by_wall[2], ratio=by_wall[0])]
 
 
 def bench_single(steps: int = 1000) -> list[dict]:
     policy = TensorDictModule(ActorNet(), in_keys=["observation"], out_keys=["action"])
     return [
-        _single_row("Collector random policy, CartPole x8: ours/plain loop (target >= 0.8)", 8, steps, None),
-        _single_row("Collector MLP policy, CartPole x8: ours/plain loop (target >= 0.75)", 8, steps, policy),
-        _single_row("Collector MLP policy, numpy CartPole x4096: ours/plain loop (target >= 0.7)", 4096, steps // 20,
-                    policy, mode="vector_entry_point"),
+        *_single_row("Collector random policy, CartPole x8: ours/plain loop (target >= 0.8)", 8, steps, None),
+        *_single_row("Collector MLP policy, CartPole x8: ours/plain loop (target >= 0.75)", 8, steps, policy),
+        *_single_row("Collector MLP policy, numpy CartPole x4096: ours/plain loop (target >= 0.7)", 4096,
+                     steps // 20, policy, mode="vector_entry_point"),
     ]
 
 

@@ -4,10 +4,17 @@ Figures: ours (ms), the loop measured in the same run (ratio ours/loop), the
 memory-bound limit (bytes read + written over a measured copy rate), the absolute target
 ``[256, 1000]`` GAE <= 1.5 ms, the PPO loss forward+backward in eager mode, and the SAC
 loss forward+backward against the same losses written in plain torch.
+
+The target is held on *fresh* inputs: in training every call gets a new batch (new
+tensors, just written by the collector) and returns new tensors, so each call is timed on
+inputs built right before it, outside the timer, the previous call's outputs freed. The
+figure on the same tensors every call (warm caches, the allocator's blocks reused) is
+printed beside it, for comparison only. Both are medians over calls taken in turns.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from functools import partial
 
@@ -28,8 +35,8 @@ def _best_ms(fn, repeats: int) -> float:
     return best * 1e3
 
 
-def _inputs(b: int, t: int):
-    g = torch.Generator().manual_seed(0)
+def _inputs(b: int, t: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
     v, nv, r = (torch.randn(b, t, 1, generator=g) for _ in range(3))
     done = torch.rand(b, t, 1, generator=g) < 0.01
     term = done & (torch.rand(b, t, 1, generator=g) < 0.5)
@@ -56,6 +63,29 @@ def _interleaved_best_ms(fns: dict, repeats: dict, rounds: int = 3) -> dict:
     return best
 
 
+def _fresh_vs_warm_ms(b: int, t: int, calls: int = 40, rounds: int = 3) -> tuple[float, float]:
+    """Median ms of GAE on new inputs each call, and on the same inputs each call, the two
+    taking turns (``rounds`` blocks of ``calls`` each) so that the machine's load weighs on
+    both alike."""
+    fresh, warm = [], []
+    same = _inputs(b, t)
+    gae = partial(F.vec_generalized_advantage_estimate, 0.99, 0.95)
+    gae(*same)
+    for r in range(rounds):
+        for i in range(calls):
+            args = _inputs(b, t, seed=1 + r * calls + i)  # a new batch, as in training
+            start = time.perf_counter()
+            out = gae(*args)
+            fresh.append(time.perf_counter() - start)
+            del out, args
+        for _ in range(calls):
+            start = time.perf_counter()
+            out = gae(*same)
+            warm.append(time.perf_counter() - start)
+            del out
+    return statistics.median(fresh) * 1e3, statistics.median(warm) * 1e3
+
+
 def _estimators(rows: list[dict]) -> None:
     for b, t in SHAPES:
         args = _inputs(b, t)
@@ -78,8 +108,13 @@ def _estimators(rows: list[dict]) -> None:
         rows.append(dict(figure=f"TD(lambda) [{b}, {t}] ours/GAE ours (target <= 1.1)", value=tdl,
                          unit="ms", limit=gae, ratio=tdl / gae))
         if (b, t) == (256, 1000):
-            rows.append(dict(figure="GAE [256, 1000] ours/target 1.5 ms (target <= 1)", value=gae,
-                             unit="ms", limit=TARGET_MS, ratio=gae / TARGET_MS))
+            fresh, warm = _fresh_vs_warm_ms(b, t)
+            rows.append(dict(figure="GAE [256, 1000] fresh inputs each call, median: ours/target "
+                             "1.5 ms (target <= 1)", value=fresh, unit="ms", limit=TARGET_MS,
+                             ratio=fresh / TARGET_MS))
+            rows.append(dict(figure="GAE [256, 1000] same inputs each call, median (info): "
+                             "ours/target 1.5 ms", value=warm, unit="ms", limit=TARGET_MS,
+                             ratio=warm / TARGET_MS))
 
 
 def _ppo(rows: list[dict]) -> None:

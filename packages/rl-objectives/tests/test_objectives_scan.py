@@ -126,3 +126,26 @@ def test_in_place_and_functional_paths_agree_on_a_long_rollout():
                                               done)
     _close(eager, ref.detach(), torch.float32)
     _close(graph.detach(), ref.detach(), torch.float32)
+
+
+@pytest.mark.parametrize("steps", [1000, 1021])  # 1021: padded buffers (no divisor near sqrt)
+def test_outputs_do_not_live_in_the_reused_scratch_memory(steps):
+    """The scan's temporaries are reused from call to call: a result must survive the
+    next call (of any estimator) unchanged, and equal the float64 loop."""
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        v, nv, r = (torch.randn(4, steps, 1, generator=g) for _ in range(3))
+        done = torch.rand(4, steps, 1, generator=g) < 0.05
+        return v, nv, r, done, done & (torch.rand(4, steps, 1, generator=g) < 0.5)
+
+    first = F.vec_generalized_advantage_estimate(0.99, 0.95, *inputs(0))
+    kept = [t.clone() for t in first]
+    v, nv, r, done, term = inputs(1)
+    F.vec_generalized_advantage_estimate(0.9, 0.5, v, nv, r, done, term)
+    F.vec_td_lambda_return_estimate(0.9, 0.5, nv, r, done, term)
+    F.reverse_linear_scan(torch.rand(4, steps), torch.randn(4, steps))
+    for got, was in zip(first, kept, strict=True):
+        assert torch.equal(got, was)
+    expected = F.generalized_advantage_estimate(0.99, 0.95, *(t.double() for t in inputs(0)))
+    for got, ref in zip(first, expected, strict=True):
+        _close(got, ref, torch.float32)

@@ -10,6 +10,7 @@ from rl_objectives.value._time_major import (
     from_time_major,
     mask_to_time_major,
     scan_buffer,
+    scratch,
     to_time_major,
 )
 
@@ -45,6 +46,11 @@ def _td_error(gamma, state_value, next_state_value, reward, terminated):
     return delta.sub_(state_value)
 
 
+def _not(mask: torch.Tensor) -> torch.Tensor:
+    """``~mask`` in the scratch memory of the masks (used before the next call)."""
+    return torch.logical_not(mask, out=scratch("mask", tuple(mask.shape), torch.bool, mask.device))
+
+
 def _gae_time_major(gamma, lmbda, state_value, next_state_value, reward, done, terminated,
                     time_dim):
     """The eager path without autograd: terms built straight into the scan's buffers.
@@ -55,15 +61,15 @@ def _gae_time_major(gamma, lmbda, state_value, next_state_value, reward, done, t
     """
     steps = reward.shape[time_dim]
     value_target = torch.sub(reward, state_value)
-    bootstrap = terminated.logical_not().view(torch.uint8)
+    bootstrap = _not(terminated).view(torch.uint8)
     if isinstance(gamma, float):
         value_target.addcmul_(next_state_value, bootstrap, value=gamma)
     else:
         value_target.addcmul_(torch.mul(next_state_value, bootstrap), gamma)
     b_buf = scan_buffer(value_target, time_dim)
     to_time_major(value_target, time_dim, b_buf[:steps])  # the TD error delta_t
-    a_buf = scan_buffer(value_target, time_dim, spare=value_target)
-    mask_to_time_major(done.logical_not(), gamma * lmbda, time_dim, a_buf[:steps])
+    a_buf = scan_buffer(value_target, time_dim, spare=value_target, slot="a")
+    mask_to_time_major(_not(done), gamma * lmbda, time_dim, a_buf[:steps])
     advantage = from_time_major(scan_time_major_(a_buf, b_buf, steps), reward, time_dim)
     return advantage, torch.add(advantage, state_value, out=value_target)
 

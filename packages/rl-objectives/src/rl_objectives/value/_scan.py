@@ -154,7 +154,7 @@ def reverse_linear_scan(
     if steps == 0:
         return torch.zeros_like(b)
     if not needs_graph(a, b):
-        a_buf, b_buf = scan_buffer(b, time_dim), scan_buffer(b, time_dim)
+        a_buf, b_buf = scan_buffer(b, time_dim, slot="a"), scan_buffer(b, time_dim)
         to_time_major(a.expand_as(b), time_dim, a_buf[:steps])
         to_time_major(b, time_dim, b_buf[:steps])
         return from_time_major(scan_time_major_(a_buf, b_buf, steps), b, time_dim)

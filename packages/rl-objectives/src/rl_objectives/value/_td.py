@@ -94,7 +94,7 @@ def _td_lambda_time_major(gamma, lmbda, next_state_value, reward, done, terminat
         b = torch.addcmul(reward, gamma, b).sub_(next_state_value * keep.view(torch.uint8) * coef)
     b_buf = scan_buffer(b, time_dim)
     to_time_major(b, time_dim, b_buf[:steps])
-    a_buf = scan_buffer(b, time_dim, spare=b)
+    a_buf = scan_buffer(b, time_dim, spare=b, slot="a")
     mask_to_time_major(keep, coef, time_dim, a_buf[:steps])
     return from_time_major(scan_time_major_(a_buf, b_buf, steps), reward, time_dim)
 

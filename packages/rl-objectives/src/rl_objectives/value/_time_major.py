@@ -7,11 +7,18 @@ i.e. the ``[T, R]`` layout. The copies between the two layouts go through a 2-d
 ``[R, T] -> [T, R]`` transposed ``copy_`` whenever the leaf allows a 2-d view, which is
 ATen's cache-blocked transpose (several times faster than a strided 3-d copy); other
 layouts fall back to a plain strided copy.
+
+Scratch memory: on the CPU the scan's buffers (and the estimators' bool masks) come from
+:func:`scratch`, one reusable buffer per thread, slot, dtype and device, as large as the
+largest batch seen. In training every call brings a new batch; fresh memory for the
+temporaries would cost a page fault per 4 KiB page on each call, and on a busy machine
+that costs more than the arithmetic. Nothing returned to a caller lives in scratch memory.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 
@@ -21,8 +28,31 @@ __all__ = [
     "mask_to_time_major",
     "scale_time_major_",
     "scan_buffer",
+    "scratch",
     "to_time_major",
 ]
+
+_SCRATCH = threading.local()
+
+
+def scratch(slot: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
+            ) -> torch.Tensor:
+    """A contiguous tensor of ``shape`` whose content is undefined, reused across calls.
+
+    On the CPU it is a view of this thread's buffer for ``(slot, dtype)``, grown to the
+    largest size asked for; two tensors in use at once need two slots. Elsewhere (CUDA's
+    caching allocator already reuses memory) it is a fresh ``torch.empty``.
+    """
+    if torch.device(device).type != "cpu":
+        return torch.empty(shape, dtype=dtype, device=device)
+    buffers = getattr(_SCRATCH, "buffers", None)
+    if buffers is None:
+        buffers = _SCRATCH.buffers = {}
+    numel = math.prod(shape)
+    buf = buffers.get((slot, dtype))
+    if buf is None or buf.numel() < numel:
+        buf = buffers[(slot, dtype)] = torch.empty(numel, dtype=dtype)
+    return buf[:numel].view(shape)
 
 
 def chunk_shape(steps: int) -> tuple[int, int]:
@@ -38,21 +68,22 @@ def chunk_shape(steps: int) -> tuple[int, int]:
     return chunk, -(-steps // chunk)
 
 
-def scan_buffer(like: torch.Tensor, time_dim: int, spare: torch.Tensor | None = None
-                ) -> torch.Tensor:
+def scan_buffer(like: torch.Tensor, time_dim: int, spare: torch.Tensor | None = None,
+                slot: str = "b") -> torch.Tensor:
     """A ``[n_chunks * chunk, R]`` buffer for the scan, its padded tail rows zeroed.
 
     Padded steps have ``a = b = 0``: ``x = 0`` after the last real step, no effect.
     Without padding, a contiguous ``spare`` tensor of ``T * R`` elements whose content is
-    no longer needed is reused as the buffer: fresh memory costs page faults, which
-    on a loaded machine take longer than the arithmetic.
+    no longer needed is reused as the buffer; otherwise the buffer is the scratch memory
+    of ``slot`` (see :func:`scratch`): fresh memory costs page faults, which on a loaded
+    machine take longer than the arithmetic.
     """
     steps = like.shape[time_dim]
     chunk, n_chunks = chunk_shape(steps)
     rows = like.numel() // steps
     if n_chunks * chunk == steps and spare is not None and spare.is_contiguous():
         return spare.view(steps, rows)
-    buffer = torch.empty(n_chunks * chunk, rows, dtype=like.dtype, device=like.device)
+    buffer = scratch(slot, (n_chunks * chunk, rows), like.dtype, like.device)
     buffer[steps:].zero_()
     return buffer
 
