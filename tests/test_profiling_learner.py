@@ -134,3 +134,43 @@ def _slow_cartpole(seconds: float):
     from profiling_learner_helpers import slow_cartpole
 
     return slow_cartpole(seconds)
+
+
+ASYNC_BATCHED = """
+import json, sys
+from functools import partial
+sys.path.insert(0, sys.argv[2])
+import collectors_helpers
+from rl_collectors import AsyncBatchedCollector
+from rl_envs import GymEnv
+
+with AsyncBatchedCollector(partial(GymEnv, "CartPole-v1"), collectors_helpers.greedy_policy(),
+                           num_envs=3, frames_per_batch=48, total_frames=48 * 6) as collector:
+    collector.enable_profile(num_rollouts=4, warmup_rollouts=1, save_path=sys.argv[1])
+    for _ in collector:
+        pass
+    print(json.dumps(collector.disable_profile()))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_one_trace_holds_the_async_batched_server_and_its_env_threads(tmp_path) -> None:
+    trace = tmp_path / "server.json"
+    helpers = HERE.parent / "packages" / "rl-collectors" / "tests"
+    proc = subprocess.run(
+        [sys.executable, "-c", ASYNC_BATCHED, str(trace), str(helpers)],
+        env={**os.environ, "RL_PROFILING": "1"}, capture_output=True, text=True, timeout=280,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = json.loads(trace.read_text())["traceEvents"]
+    threads: dict[str, set] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "user_annotation":
+            threads.setdefault(e["name"], set()).add(e["tid"])
+    server = threads["AsyncBatchedCollector._rollout_frames"]
+    assert threads["InferenceServer.forward"] == server and len(server) == 1
+    envs = threads["EnvBase.step_and_maybe_reset"]
+    assert len(envs) == 3 and not envs & server  # one thread per env, beside the server
+    summary = summarize_trace(trace)
+    assert summary.threads >= 4 and summary.categories["env"] > 0

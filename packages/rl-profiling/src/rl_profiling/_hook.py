@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -35,6 +36,11 @@ class _TorchSession:
             )
         self._path = path
         self.written = False
+        experimental = getattr(torch._C._profiler, "_ExperimentalConfig", None)
+        # every thread of the process (a server thread and its env threads, together); a
+        # torch without the option records the calling thread only
+        with contextlib.suppress(TypeError):
+            kwargs["experimental_config"] = experimental(profile_all_threads=True)
         self._prof = torch.profiler.profile(
             activities=[getattr(activity, n.upper()) for n in names or ["cpu"]],
             record_shapes=config.record_shapes,

@@ -221,9 +221,24 @@ def _load_backend() -> None:
         _backend["compiling"] = None
         return
     _backend["record_function"] = torch.profiler.record_function
-    _backend["profiler_enabled"] = getattr(torch.autograd, "_profiler_enabled", None)
+    _backend["profiler_enabled"] = _listening(torch)
     compiler = getattr(torch, "compiler", None)
     _backend["compiling"] = getattr(compiler, "is_compiling", None)
+
+
+def _listening(torch: Any) -> Callable[[], bool] | None:
+    """Whether a torch profiler runs: torch's process-wide flag (a profiler started in
+    another thread records this one's ranges too when it profiles all threads), else the
+    calling thread's own state."""
+    this_thread = getattr(torch.autograd, "_profiler_enabled", None)
+    module = getattr(torch.autograd, "profiler", None)
+    if module is None or not hasattr(module, "_is_profiler_enabled"):
+        return this_thread
+
+    def listening() -> bool:
+        return module._is_profiler_enabled or (this_thread is not None and this_thread())
+
+    return listening
 
 
 def record(name: str) -> contextlib.AbstractContextManager[Any]:
