@@ -76,11 +76,12 @@ def summary(records: list[dict], name: str, where: str) -> str:
     seeds = ", ".join(str(r["seed"]) for r in runs)
     target = (f"its target reached by {len(reached)} of {len(runs)} at {_spread(reached, '{:,.0f}')} frames"
               if reached else f"its target reached by none of {len(runs)}")
+    which = (f"median [min, max] over seeds {seeds}, runs started {starts[0]} to {starts[-1]} "
+             f"at a 1-minute load average of {min(loads):.1f} to {max(loads):.1f}" if len(runs) > 1 else
+             f"one run (seed {seeds}), started {starts[0]} at a 1-minute load average of {loads[0]:.1f}")
     return (f"final return {_spread([r['mean_return'] for r in runs], '{:.1f}')}, {target}, "
-            f"{_spread([r['seconds'] for r in runs], '{:.0f}')} s of wall time "
-            f"({_spread([r['fps'] for r in runs], '{:,.0f}')} frames/s including training); "
-            f"median [min, max] over seeds {seeds}, runs started {starts[0]} to {starts[-1]} "
-            f"at a 1-minute load average of {min(loads):.1f} to {max(loads):.1f}")
+            f"{_spread([r['seconds'] for r in runs], '{:,.0f}')} s of wall time "
+            f"({_spread([r['fps'] for r in runs], '{:,.0f}')} frames/s including training); {which}")
 
 
 def _fmt(x: float) -> str:
