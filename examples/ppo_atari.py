@@ -25,7 +25,7 @@ import time
 from collections import deque
 
 import torch
-from rl_collectors import Collector
+from rl_collectors import Checkpointer, Collector
 from rl_envs import EndOfLifeTransform, GymEnv, RewardSum, SignTransform, TransformedEnv
 from rl_modules import ActorValueOperator, NatureCNN, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
@@ -60,6 +60,10 @@ class Config:
         logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
         profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
             with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
+        checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
+        checkpoint_every: frames (emulator frames) between checkpoints (0: only at the end
+            and on SIGTERM).
+        resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
     """
 
     env_id: str = "ALE/Breakout-v5"
@@ -81,12 +85,18 @@ class Config:
     device: str = "cpu"
     logdir: str = ""
     profile: str = ""
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 0
+    resume: bool = False
 
 
 def parse_args() -> Config:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for field in dataclasses.fields(Config):
-        parser.add_argument("--" + field.name.replace("_", "-"), type=type(field.default), default=field.default)
+        kind, more = type(field.default), {}
+        if kind is bool:  # `--resume` or `--resume false`
+            kind, more = (lambda v: v.lower() in ("1", "true", "yes")), {"nargs": "?", "const": True}
+        parser.add_argument("--" + field.name.replace("_", "-"), type=kind, default=field.default, **more)
     return Config(**vars(parser.parse_args()))
 
 
@@ -156,10 +166,16 @@ def main(cfg: Config) -> dict:
     timing = RunReport(f"PPO {cfg.env_id}", profile=cfg.profile or None)  # every phase timed; a trace
     from tqdm import tqdm
 
-    bar = tqdm(total=total_steps * cfg.frame_skip, unit="frame", mininterval=1.0)
-    steps, start, losses = 0, time.perf_counter(), None
+    ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every,
+                        loss=loss_fn, optim=optim, sched=sched, collector=collector)
+    saved = ckpt.restore() if cfg.resume else None
+    first, steps = (saved["batch"] + 1, saved["steps"]) if saved else (0, 0)
+    returns.extend(saved["returns"] if saved else [])
+    bar = tqdm(total=total_steps * cfg.frame_skip, initial=steps * cfg.frame_skip, unit="frame",
+               mininterval=1.0)
+    resumed_from, start, losses = steps * cfg.frame_skip, time.perf_counter(), None
     batches = iter(collector)
-    for _ in range(num_batches):
+    for i in range(first, num_batches):
         with timing.add_time("collect"):
             batch = next(batches)
         steps += batch.numel()
@@ -189,13 +205,17 @@ def main(cfg: Config) -> dict:
         timing.step(batch.numel())
         frames = steps * cfg.frame_skip
         mean_return = sum(returns) / max(len(returns), 1)
-        fps = frames / (time.perf_counter() - start)
+        extra = {"batch": i, "steps": steps, "returns": list(returns)}
+        if ckpt.step(frames, extra, final=i == num_batches - 1):
+            break  # SIGTERM: the checkpoint is written, stop cleanly
+        fps = (frames - resumed_from) / (time.perf_counter() - start)
         bar.update(batch.numel() * cfg.frame_skip)
         bar.set_postfix(fps=f"{fps:,.0f}", ret=f"{mean_return:.1f}", refresh=False)
         if logger is not None:
             log_scalars(logger, frames, mean_return if returns else None, fps, losses)
     bar.close()
     collector.shutdown()
+    ckpt.close()
     seconds = time.perf_counter() - start
     timing.stop()
     print(timing.report())
@@ -205,7 +225,8 @@ def main(cfg: Config) -> dict:
         logger.close()
     frames = steps * cfg.frame_skip
     return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
-            "fps": round(frames / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed,
+            "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed,
+            "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None,
             "env_id": cfg.env_id}
 
 

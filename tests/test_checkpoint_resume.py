@@ -3,6 +3,9 @@ SIGTERM writes a checkpoint and exits cleanly; a resumed seeded run equals the o
 
 The examples run as a user runs them (a fresh process each); a kill lands at a random
 moment after the first checkpoint, possibly inside a later checkpoint's write.
+``ppo_atari.py`` (the same loop as ``ppo_cartpole.py``, in emulator frames) and
+``sac_mujoco.py`` (``sac_pendulum.py``'s loop) are left out: an Atari run of this budget
+takes about a minute here.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ EXAMPLES = {
     # 2 workers x 4 envs x 16 steps = 128 frames a batch; learning starts at 512
     "dqn_prioritized.py": ["--learning-starts", "512", "--updates-per-batch", "2",
                            "--buffer-size", "4096"],
+    "ppo_lstm_masked_cartpole.py": ["--num-envs", "4", "--steps-per-env", "64", "--epochs", "1",
+                                    "--num-minibatches", "2"],
+    # Hopper-v5 (MuJoCo, VecNorm statistics in the collector's state): 1 env x 256 steps
+    "ppo_mujoco.py": ["--steps-per-env", "256", "--num-minibatches", "4", "--epochs", "1"],
     # 4 envs x 8 steps = 32 frames a batch (sac_mujoco.py runs this same loop)
     "sac_pendulum.py": ["--num-envs", "4", "--steps-per-env", "8", "--learning-starts", "512",
                         "--updates-per-frame", "0.05"],

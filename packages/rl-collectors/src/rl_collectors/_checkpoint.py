@@ -20,6 +20,7 @@ import os
 import random
 import shutil
 import signal
+import threading
 import time
 from importlib import metadata
 from pathlib import Path
@@ -268,6 +269,7 @@ class Checkpointer:
             on a signal and when :meth:`step` is told ``final=True``).
         signals: signals that request a checkpoint and a stop (SIGTERM: Slurm's and
             most schedulers'; SIGUSR2: submitit's preemption and time-limit signal).
+            Handlers can only be installed from the main thread; elsewhere none is.
         **components: as for :func:`save_checkpoint`.
 
     Examples:
@@ -301,8 +303,9 @@ class Checkpointer:
         self.saved_frames = 0
         self.stop_requested: int | None = None  # the signal received, if any
         self._previous: dict[int, Any] = {}
-        for sig in signals:
-            self._previous[sig] = signal.signal(sig, self._on_signal)
+        if threading.current_thread() is threading.main_thread():  # Python's rule for handlers
+            for sig in signals:
+                self._previous[sig] = signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.stop_requested = signum
