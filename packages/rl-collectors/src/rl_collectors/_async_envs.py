@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 import torch.multiprocessing  # noqa: F401  (registers the shared-memory pickling of tensors)
-from rl_envs.processes import Portable, stop_processes
+from rl_envs.processes import Portable, start_process, stop_processes
 from rl_profiling import record
 from tensordict import TensorDictBase
 
@@ -165,7 +165,7 @@ class ProcessEnvPool:
                 p = ctx.Process(target=process_main, args=(i, Portable(fn, "create_env_fn"), slots, child,
                                                            filter_warnings), name=f"rl-async-env-{i}")
                 try:
-                    p.start()  # pickles the env constructor: one that cannot cross raises here
+                    start_process(p)  # pickles the env constructor: one that cannot cross raises here
                 finally:
                     child.close()
                 self.processes.append(p)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
+from rl_envs.processes import dumps as portable_dumps
 from rl_profiling import Timing
 from tensordict import TensorDictBase
 
@@ -64,6 +65,8 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
         self.per_rank = frames_per_batch // self.num_collectors if self.sync else frames_per_batch
         self.collector_class, self.num_workers_per_collector = collector_class, num_workers_per_collector
         self.rank_kwargs = {k: v for k, v in kwargs.items() if k not in _TRAINER_SIDE}
+        # what cannot reach a rank at all (a lock, an open file) is named before any rank starts
+        portable_dumps((self.env_fns, policy, self.rank_kwargs), "create_env_fn, policy or collector_kwargs")
         self.update_after_each_batch, self.timeout = bool(update_after_each_batch), float(timeout)
         self.policy, self.frames, self.policy_version = policy, 0, 0
         self._has_weights = isinstance(policy, torch.nn.Module) and weights_of(policy) is not None

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rl_envs.processes import stop_processes
+from rl_envs.processes import start_process, stop_processes
 
 __all__ = [
     "LaunchedRank",
@@ -89,7 +89,7 @@ class MPLauncher:
         handles = []
         for rank, a in enumerate(args, start=1):
             proc = ctx.Process(target=target, args=a, name=f"rl-distributed-rank-{rank}", daemon=False)
-            proc.start()
+            start_process(proc)
             handles.append(LaunchedRank(rank, proc.is_alive, functools.partial(_describe_process, proc),
                                         functools.partial(_stop_process, proc)))
         return handles

@@ -23,6 +23,7 @@ import datetime
 import queue
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -50,8 +51,11 @@ _SLICE = 0.1
 # -- the collector ranks' side ---------------------------------------------------------------------
 def _rpc_build(data: bytes, idx: int) -> dict[str, Any]:
     """Load the spec (by reference or by value, see ``rl_envs.processes``) and build the collector."""
-    spec = portable_loads(data, "the collector spec (create_env_fn, policy, collector_kwargs)")
-    _STATE["runtime"] = runtime = RankRuntime(spec, idx)
+    try:  # a start-up error goes back as this worker's traceback, as from the other components
+        spec = portable_loads(data, "the collector spec (create_env_fn, policy, collector_kwargs)")
+        _STATE["runtime"] = runtime = RankRuntime(spec, idx)
+    except Exception:
+        return {"error": traceback.format_exc()}
     return runtime.info()
 
 
@@ -224,7 +228,11 @@ class RPCDataCollector(RemoteCollectorBase):
         for idx, fn in enumerate(self.env_fns):
             data = portable_dumps({**spec, "create_env_fn": fn}, "create_env_fn, policy or collector_kwargs")
             self._submit(idx, _rpc_build, (data, idx), 0, timeout)
-        self._ready([self._wait([i], "start", timeout)[1] for i in range(self.num_collectors)])
+        infos = [self._wait([i], "start", timeout)[1] for i in range(self.num_collectors)]
+        for i, info in enumerate(infos):
+            if "error" in info:
+                raise WorkerError(i, f"RPC worker {i + 1} (rank {i + 1}) failed to start", info["error"])
+        self._ready(infos)
 
     # -- futures -------------------------------------------------------------------------------
     def _submit(self, idx: int, fn: Any, args: tuple, tag: int, timeout: float | None = None) -> None:

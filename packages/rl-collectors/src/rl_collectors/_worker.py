@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 import torch.multiprocessing  # noqa: F401  (registers the shared-memory pickling of tensors)
-from rl_envs.processes import Portable, stop_processes
+from rl_envs.processes import Portable, start_process, stop_processes
 
 from rl_collectors.exceptions import WorkerError
 from rl_collectors.weight_sync import SharedWeightsReader
@@ -243,7 +243,7 @@ class ProcessWorker:
             daemon=False,
         )
         try:
-            self.process.start()  # pickles the spec: an object that cannot cross raises here
+            start_process(self.process)  # pickles the spec: an object that cannot cross raises here
         except BaseException:
             self.conn.close()
             raise

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rl_envs.processes import Portable, error_summary, stop_processes
+from rl_envs.processes import Portable, error_summary, start_process, stop_processes
 
 __all__ = ["WorkerError", "WorkerPool", "env_meta", "worker_main"]
 
@@ -243,7 +243,7 @@ class WorkerPool:
                 daemon=False,  # a daemon could not start processes (e.g. gymnasium's async env)
             )
             try:
-                proc.start()
+                start_process(proc)
             except BaseException:
                 parent_end.close()
                 raise

@@ -27,8 +27,9 @@ and traceback instead of a dead process. :func:`dumps` / :func:`loads` do the sa
 bytes sent over a socket (torch.distributed, RPC). :func:`error_summary` gives the one-line
 ``Type: message`` of a worker's traceback for the trainer's error.
 
-Stopping: :func:`stop_processes` is the one join -> terminate -> kill sequence, bounded,
-that every component runs after asking its workers to close.
+Starting and stopping: :func:`start_process` starts a spawn-context process from any
+``__main__`` (stdin included); :func:`stop_processes` is the one join -> terminate -> kill
+sequence, bounded, that every component runs after asking its workers to close.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import pickle
 import sys
 import threading
@@ -46,7 +48,7 @@ from typing import Any
 
 import cloudpickle
 
-__all__ = ["Portable", "dumps", "error_summary", "loads", "stop_processes"]
+__all__ = ["Portable", "dumps", "error_summary", "loads", "start_process", "stop_processes"]
 
 logger = logging.getLogger(__name__)
 
@@ -259,6 +261,27 @@ def _short_repr(obj: Any, limit: int = 120) -> str:
     except Exception:
         text = f"<{type(obj).__name__} object>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def start_process(process: Any) -> None:
+    """``process.start()``, also when ``__main__`` was read from stdin.
+
+    A spawned child first runs the parent's main file again when ``__main__`` has a
+    ``__file__``; for ``python -`` that is ``"<stdin>"``, which the child cannot open, and
+    it dies before running its target. Our workers never need the parent's main module
+    (what it defines is sent by value), so a ``__file__`` that names no file is hidden
+    while the process starts, then put back.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or os.path.exists(path):
+        process.start()
+        return
+    del main.__file__
+    try:
+        process.start()
+    finally:
+        main.__file__ = path
 
 
 def stop_processes(processes: list[Any], timeout: float = 5.0) -> None:
