@@ -21,6 +21,7 @@ import torch
 from rl_collectors._distributed import DistributedDataCollector, DistributedSyncDataCollector
 from rl_collectors._flat import FlatLayout
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
+from rl_collectors.weight_sync import VanillaWeightUpdater
 from tensordict import TensorDict
 
 HERE = str(Path(__file__).parent)
@@ -84,6 +85,8 @@ def test_flat_layout_roundtrip_keeps_dtypes_and_views():
     ({"num_collectors": 0}, "num_collectors: expected an int >= 1"),
     ({"num_workers_per_collector": 0}, "num_workers_per_collector: expected an int >= 1"),
     ({"collector_kwargs": {"max_frames_per_traj": 0}}, "max_frames_per_traj"),
+    ({"collector_kwargs": {"weight_updater": VanillaWeightUpdater()}},
+     "collector_kwargs: weight_updater: the remote collectors push the trainer's weights themselves"),
 ])
 def test_bad_arguments_fail_before_anything_starts(kwargs, match):
     before = children()

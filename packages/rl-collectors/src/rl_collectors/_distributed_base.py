@@ -50,6 +50,12 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
         self.env_fns = self._env_fns(create_env_fn, num_collectors)
         self.num_collectors, self.sync = len(self.env_fns), bool(sync)
         kwargs = dict(collector_kwargs or {})
+        if kwargs.get("weight_updater") is not None:
+            raise ValueError(
+                "collector_kwargs: weight_updater: the remote collectors push the trainer's weights themselves "
+                "(update_policy_weights_() sends them once per version; each remote collector loads them with "
+                "its next request); RayCollector takes a RayWeightUpdater as its own weight_updater= argument"
+            )
         self.options = CollectorOptions(**{k: kwargs[k] for k in _TRAINER_SIDE if k in kwargs})
         if not isinstance(collector_class, type):
             raise TypeError(f"collector_class: expected a collector class, got {collector_class!r}")
