@@ -69,7 +69,12 @@ def _gae_time_major(gamma, lmbda, state_value, next_state_value, reward, done, t
     b_buf = scan_buffer(value_target, time_dim)
     to_time_major(value_target, time_dim, b_buf[:steps])  # the TD error delta_t
     a_buf = scan_buffer(value_target, time_dim, spare=value_target, slot="a")
-    mask_to_time_major(_not(done), gamma * lmbda, time_dim, a_buf[:steps])
+    coef = gamma * lmbda
+    if isinstance(coef, float) or coef.numel() == 1:
+        # a_t = coef (1 - d_t) = coef - coef d_t, exactly (d_t is 0 or 1): no negated mask
+        mask_to_time_major(done, -coef, time_dim, a_buf[:steps]).add_(coef)
+    else:
+        mask_to_time_major(_not(done), coef, time_dim, a_buf[:steps])
     advantage = from_time_major(scan_time_major_(a_buf, b_buf, steps), reward, time_dim)
     return advantage, torch.add(advantage, state_value, out=value_target)
 

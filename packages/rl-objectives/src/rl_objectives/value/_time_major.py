@@ -120,8 +120,8 @@ def mask_to_time_major(
         return scale_time_major_(out, scale, mask, time_dim)
     src = mask.view(torch.uint8)
     rows = _rows(src, time_dim)
-    if rows is not None:
-        return torch.mul(rows.t(), scale.reshape(()), out=out)
+    if rows is not None:  # the cache-blocked transposing copy, then one contiguous pass
+        return out.copy_(rows.t()).mul_(scale.reshape(()))
     moved = src.movedim(time_dim, 0)
     torch.mul(moved, scale.reshape(()), out=out.view(moved.shape))
     return out
