@@ -39,7 +39,7 @@ from rl_collectors._collector import Collector
 from rl_collectors._distributed_base import RemoteCollectorBase
 from rl_collectors._distributed_worker import READY_KEY, RankRuntime
 from rl_collectors._launchers import make_launcher
-from rl_collectors.exceptions import WorkerError
+from rl_collectors.exceptions import CollectorError, WorkerError
 
 __all__ = ["RPCDataCollector", "run_rpc_rank"]
 
@@ -74,10 +74,21 @@ def _rpc_stop() -> None:
     _STOP.set()
 
 
+ONCE_PER_PROCESS = (
+    "RPCDataCollector: torch.distributed.rpc cannot be initialised twice in one process "
+    "(pytorch/pytorch#46491: the second group waits forever for workers whose store keys and "
+    "all-gather counters start from 0 again); build one RPCDataCollector per process (a new "
+    "kernel, a subprocess), or use DistributedDataCollector, which can be rebuilt"
+)
+
+
 def _init_rpc(name: str, rank: int, world_size: int, addr: str, port: int, timeout: float) -> None:
     """``rpc.init_rpc`` over TensorPipe, without torch's own internal deprecation warning."""
     from torch.distributed import rpc
 
+    if _STATE.get("initialised"):
+        raise CollectorError(ONCE_PER_PROCESS)
+    _STATE["initialised"] = True
     with warnings.catch_warnings():  # torch's RPC start-up trips its own "Backend as a ProcessGroup" warning
         warnings.filterwarnings("ignore", message=".*as a ProcessGroup.*")
         rpc.init_rpc(name, rank=rank, world_size=world_size, rpc_backend_options=_options(addr, port, timeout))
@@ -145,6 +156,9 @@ class RPCDataCollector(RemoteCollectorBase):
     Raises:
         ValueError: a bad argument (the message names it).
         WorkerError: a worker failed to start (its rank and error are in the message).
+        CollectorError: an ``RPCDataCollector`` was already built in this process: torch's
+            RPC cannot be initialised twice in one process (pytorch/pytorch#46491), and
+            the second group would wait forever.
 
     Examples:
         >>> from functools import partial
@@ -184,6 +198,8 @@ class RPCDataCollector(RemoteCollectorBase):
     ) -> None:
         if launcher not in ("mp", "submitit"):
             raise ValueError(f"launcher: expected 'mp' or 'submitit' for RPCDataCollector, got {launcher!r}")
+        if _STATE.get("initialised"):  # before any worker starts
+            raise CollectorError(ONCE_PER_PROCESS)
         self._setup(create_env_fn, policy, frames_per_batch, total_frames, num_collectors, sync, collector_class,
                     collector_kwargs, num_workers_per_collector, update_after_each_batch, timeout)
         self.timing = Timing("RPCDataCollector trainer")
