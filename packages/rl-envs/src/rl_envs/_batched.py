@@ -279,12 +279,14 @@ class ParallelEnv(_BatchedEnv):
         >>> data.batch_size  # doctest: +SKIP
         torch.Size([2, 4, 100])
 
-        ``create_env_fn`` must be picklable; this is checked before any process starts:
+        Lambdas and what a notebook defines are sent by value; what cannot be pickled at
+        all is named before any process starts:
 
-        >>> ParallelEnv(2, lambda: GymEnv("CartPole-v1"))  # doctest: +ELLIPSIS
+        >>> import threading
+        >>> ParallelEnv(2, make, {"lock": threading.Lock()})  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        TypeError: create_env_fn: must be picklable to reach the 'spawn' worker processes ...
+        _pickle.PicklingError: create_env_kwargs: cannot be sent to a worker process; ...
     """
 
     def __init__(
