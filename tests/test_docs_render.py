@@ -51,9 +51,6 @@ DIAGRAMS_DONE = """n => {
 DIAGRAM_TIMEOUT = 30.0  # seconds for a page's diagrams to become SVGs
 VIEWPORT = {"width": 1280, "height": 900}
 MIN_DIAGRAM_SCALE = 0.6  # a diagram drawn smaller than this share of its own size is unreadable
-# diagrams known to be drawn smaller than that (page -> the scale last seen): the test fails
-# when one of these becomes readable (remove it here) as well as when another page shrinks
-SMALL_DIAGRAMS = {"distributed/": 0.60, "internals/multiprocess/": 0.40, "internals/parallel-env/": 0.46}
 # how wide the page is, and how much each diagram was shrunk to fit the content column
 LAYOUT = """() => {
   const scales = [...document.querySelectorAll("div.mermaid")].map(d => {
@@ -155,7 +152,7 @@ class _Tab:
         if url.scheme in ("http", "https") and url.netloc != self.host:
             self._add(f"external request: {request.url}")
 
-    def load(self, url: str, diagrams: int, small_diagrams_known: bool = False) -> list[str]:
+    def load(self, url: str, diagrams: int) -> list[str]:
         """Load ``url``; every way it failed to render, as messages (none: it rendered)."""
         self.page.goto("about:blank")  # the previous page's late events land before the reset
         self.problems = []
@@ -165,20 +162,18 @@ class _Tab:
             self._add(f"empty main content ({len(text.strip())} characters)")
         if diagrams and not self._wait_for_diagrams(diagrams):
             self._add(f"mermaid: {diagrams} diagram(s) on the page, not all rendered to SVG")
-        self._check_layout(small_diagrams_known)
+        self._check_layout()
         return list(self.problems)
 
-    def _check_layout(self, small_diagrams_known: bool) -> None:
+    def _check_layout(self) -> None:
         """The page fits the viewport (no horizontal scroll) and every diagram is readable."""
         layout = self.page.evaluate(LAYOUT)
         if layout["width"] > layout["viewport"]:
             self._add(f"page is {layout['width']} px wide, wider than the {layout['viewport']} px viewport")
-        small = [(i, s) for i, s in enumerate(layout["scales"]) if s < MIN_DIAGRAM_SCALE]
-        for i, scale in small if not small_diagrams_known else []:
-            self._add(f"diagram {i + 1} is drawn at {scale:.2f} of its size (below {MIN_DIAGRAM_SCALE}): "
-                      "too wide to read at page width")
-        if small_diagrams_known and not small:
-            self._add("every diagram is readable now: remove the page from SMALL_DIAGRAMS")
+        for i, scale in enumerate(layout["scales"]):
+            if scale < MIN_DIAGRAM_SCALE:
+                self._add(f"diagram {i + 1} is drawn at {scale:.2f} of its size (below {MIN_DIAGRAM_SCALE}): "
+                          "too wide to read at page width")
 
     def _wait_for_diagrams(self, diagrams: int) -> bool:
         """True once every diagram is an SVG; False on a timeout or as soon as a page error
@@ -209,7 +204,7 @@ def test_every_page_renders_offline(site, tab):
     assert sum(n for _, n in pages) > 0, "no page has a mermaid diagram: the diagram check checks nothing"
     failures = {}
     for rel, diagrams in pages:
-        problems = tab.load(base + rel, diagrams, (rel in SMALL_DIAGRAMS))
+        problems = tab.load(base + rel, diagrams)
         if problems:
             failures[rel or "/"] = problems
     assert not failures, "pages that do not render cleanly:\n" + "\n".join(
@@ -224,7 +219,7 @@ def test_screenshots(site, tab):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     counts = dict(_pages(site_dir))
     for name, rel in SHOTS.items():
-        assert tab.load(base + rel, counts[rel], rel in SMALL_DIAGRAMS) == [], f"{rel} does not render cleanly"
+        assert tab.load(base + rel, counts[rel]) == [], f"{rel} does not render cleanly"
         shot = ARTIFACTS / name
         tab.page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000, f"{shot}: {shot.stat().st_size} bytes, expected a real page"
@@ -238,5 +233,18 @@ def test_layout_check_sees_a_page_wider_than_the_viewport(site, tab):
     tab.page.evaluate("document.body.appendChild(Object.assign(document.createElement('div'),"
                       " {style: 'width: 3000px; height: 10px'}))")
     tab.problems = []
-    tab._check_layout(small_diagrams_known=False)
+    tab._check_layout()
     assert any("wider than the 1280 px viewport" in p for p in tab.problems), tab.problems
+
+
+@needs_chromium
+@pytest.mark.timeout(120)
+def test_layout_check_sees_a_shrunk_diagram(site, tab):
+    site_dir, base = site
+    rel = "internals/multiprocess/"
+    assert tab.load(base + rel, dict(_pages(site_dir))[rel]) == []
+    # a content column a third as wide: the diagram is scaled down to fit it
+    tab.page.evaluate("document.querySelector('div.mermaid').style.width = '230px'")
+    tab.problems = []
+    tab._check_layout()
+    assert any("too wide to read at page width" in p for p in tab.problems), tab.problems
