@@ -25,7 +25,8 @@ page's learning curves are drawn, one hand-written SVG per example under
 ``docs/assets/curves/`` (median and [min, max] over the seeds, no plotting dependency);
 the diagnostics are quoted by ``docs/health.md`` through the build hook
 ``tools/mkdocs_hooks/example_results.py``. ``--health`` runs ``HEALTH_VARIANTS`` instead:
-short runs with one setting made wrong on purpose, kept in ``benchmarks/results/health_runs.json``.
+short runs with one setting made wrong on purpose (and the same examples' short runs with
+their defaults), kept in ``benchmarks/results/health_runs.json``.
 """
 
 from __future__ import annotations
@@ -93,16 +94,19 @@ EXAMPLES: dict[str, dict] = {
 }
 
 
-# Short runs of ppo_cartpole with one setting made wrong on purpose, for the "Is my run
-# healthy?" page (docs/health.md): name -> (example, extra options). One seed each, 51,200
-# frames (100 batches), recorded in HEALTH_RUNS by ``--health``; the page quotes their
-# logged series through ``<!-- example-series: NAME TAG -->`` markers.
+# Short runs with one setting made wrong on purpose, beside a short run of the same example
+# with its defaults, for the "Is my run healthy?" page (docs/health.md): name -> (example,
+# extra options). One seed each (ppo_cartpole: 51,200 frames, 100 batches; dqn_prioritized:
+# 100,000 frames, its schedules compressed to that budget), recorded in HEALTH_RUNS by
+# ``--health``; the page quotes their logged series through ``<!-- example-series: NAME TAG -->``.
 HEALTH_RUNS = ROOT / "benchmarks" / "results" / "health_runs.json"
 HEALTH_VARIANTS: dict[str, tuple[str, list[str]]] = {
     "ppo_cartpole_short": ("ppo_cartpole", ["--total-frames", "51200"]),
     "ppo_cartpole_lr_high": ("ppo_cartpole", ["--total-frames", "51200", "--lr", "0.03"]),
     "ppo_cartpole_critic_swamp": ("ppo_cartpole", ["--total-frames", "51200", "--critic-coef", "500"]),
     "ppo_cartpole_lr_extreme": ("ppo_cartpole", ["--total-frames", "51200", "--lr", "0.3"]),
+    "dqn_prioritized_short": ("dqn_prioritized", ["--total-frames", "100000"]),
+    "dqn_prioritized_alpha_high": ("dqn_prioritized", ["--total-frames", "100000", "--alpha", "3"]),
 }
 
 

@@ -289,6 +289,7 @@ def train_step(buffer, loss_fn, optim, target_updater, cfg: Config, timing: RunR
         # near 0, which silently shrinks the step size
         weight = sample["priority_weight"].reshape(losses["loss"].shape)
         losses["loss"] = (losses["loss"] * (weight / weight.max())).mean()
+        losses["priority_weight"] = weight  # kept for the ESS the logger computes
     with timing.add_time("backward"):
         optim.zero_grad(set_to_none=True)
         losses["loss"].backward()
@@ -308,6 +309,10 @@ def log_scalars(logger, frames: int, mean_return: float | None, fps: float, eps:
     logger.add_scalar("charts/epsilon", eps, frames)
     if losses is not None:
         logger.add_scalar("losses/td_loss", float(losses["loss"].detach()), frames)
+        # normalised effective sample size of the last step's importance weights,
+        # (sum w)^2 / (n sum w^2): 1 when all weigh the same, 1/n when one sample dominates
+        w = losses["priority_weight"]
+        logger.add_scalar("losses/ESS", float(w.sum() ** 2 / (w.numel() * (w * w).sum())), frames)
 
 
 if __name__ == "__main__":
