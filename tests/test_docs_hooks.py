@@ -176,6 +176,8 @@ def test_example_summary_and_series_come_from_the_records():
     out = example_results.expand("<!-- example: a -->", records, "p.md")
     assert out.startswith("final return 40.0 [30.0, 50.0], its target reached by none of 2")
     assert "seeds 0, 1" in out and "2026-01-01 00:00 UTC to 2026-01-01 00:01 UTC" in out
+    brief = example_results.expand("<!-- example-brief: a -->", records, "p.md")
+    assert brief == "final return 40.0 [30.0, 50.0], its target reached by none of 2" and out.startswith(brief)
     out = example_results.expand("<!-- example-series: a charts/episodic_return -->", records, "p.md")
     assert out == "first 15, median over the run 27.5, largest 40, last 40 (median of 2 seeds)"
 
@@ -194,4 +196,5 @@ def test_every_example_marker_on_the_pages_resolves():
     assert len(pages) >= 2, f"pages with example markers: {pages}"
     for page in pages:
         out = example_results.expand(page.read_text(), records, page.name)  # raises on one that does not resolve
-        assert not example_results.SUMMARY.search(out) and not example_results.SERIES.search(out)
+        assert not any(marker.search(out) for marker in (example_results.SUMMARY, example_results.BRIEF,
+                                                         example_results.SERIES))

@@ -10,6 +10,8 @@ short, deliberately wrong runs that its ``--health`` option keeps in
   return, the frames to its target (and how many seeds reached it), the wall time and the
   frames per second, each as ``median [min, max]`` over the seeds, with when the runs
   started and the machine's load then;
+- ``<!-- example-brief: NAME -->`` becomes the first half of that sentence (the final
+  return and the frames to the target), short enough for a table cell;
 - ``<!-- example-series: NAME TAG -->`` becomes what the logged scalar ``TAG`` (for
   example ``losses/kl_approx``) did over those runs: its first value, its median over the
   run, its largest value and its last value, each the median over the seeds.
@@ -40,6 +42,7 @@ from mkdocs.exceptions import PluginError
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "results_examples.py"
 SUMMARY = re.compile(r"<!--\s*example:\s*(?P<name>\w+)\s*-->")
+BRIEF = re.compile(r"<!--\s*example-brief:\s*(?P<name>\w+)\s*-->")
 SERIES = re.compile(r"<!--\s*example-series:\s*(?P<name>\w+)\s+(?P<tag>[\w/]+)\s*-->")
 
 
@@ -67,20 +70,25 @@ def _runs(records: list[dict], name: str, where: str) -> list[dict]:
     return runs
 
 
+def brief(records: list[dict], name: str, where: str) -> str:
+    """The final return and the frames to target of example ``name``'s recorded runs."""
+    runs = _runs(records, name, where)
+    reached = [float(r["frames_to_threshold"]) for r in runs if r.get("frames_to_threshold") is not None]
+    target = (f"its target reached by {len(reached)} of {len(runs)} at {_spread(reached, '{:,.0f}')} frames"
+              if reached else f"its target reached by none of {len(runs)}")
+    return f"final return {_spread([r['mean_return'] for r in runs], '{:.1f}')}, {target}"
+
+
 def summary(records: list[dict], name: str, where: str) -> str:
     """One sentence on example ``name``'s recorded runs (every figure from the records)."""
     runs = _runs(records, name, where)
-    reached = [float(r["frames_to_threshold"]) for r in runs if r.get("frames_to_threshold") is not None]
     starts = sorted(r["started"] for r in runs)
     loads = [r["load_avg_1min_before"] for r in runs]
     seeds = ", ".join(str(r["seed"]) for r in runs)
-    target = (f"its target reached by {len(reached)} of {len(runs)} at {_spread(reached, '{:,.0f}')} frames"
-              if reached else f"its target reached by none of {len(runs)}")
     which = (f"median [min, max] over seeds {seeds}, runs started {starts[0]} to {starts[-1]} "
              f"at a 1-minute load average of {min(loads):.1f} to {max(loads):.1f}" if len(runs) > 1 else
              f"one run (seed {seeds}), started {starts[0]} at a 1-minute load average of {loads[0]:.1f}")
-    return (f"final return {_spread([r['mean_return'] for r in runs], '{:.1f}')}, {target}, "
-            f"{_spread([r['seconds'] for r in runs], '{:,.0f}')} s of wall time "
+    return (f"{brief(records, name, where)}, {_spread([r['seconds'] for r in runs], '{:,.0f}')} s of wall time "
             f"({_spread([r['fps'] for r in runs], '{:,.0f}')} frames/s including training); {which}")
 
 
@@ -104,6 +112,7 @@ def series(records: list[dict], name: str, tag: str, where: str) -> str:
 def expand(markdown: str, records: list[dict], where: str) -> str:
     """Replace every example marker in ``markdown`` (``where`` names the page in errors)."""
     markdown = SUMMARY.sub(lambda m: summary(records, m["name"], where), markdown)
+    markdown = BRIEF.sub(lambda m: brief(records, m["name"], where), markdown)
     return SERIES.sub(lambda m: series(records, m["name"], m["tag"], where), markdown)
 
 
