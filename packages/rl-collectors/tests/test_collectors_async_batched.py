@@ -105,7 +105,7 @@ def test_crash_of_one_env_thread_is_reported_and_everything_stops() -> None:
     with pytest.raises(WorkerError) as info:
         for _ in collector:
             pass
-    assert info.value.worker_idx == 1
+    assert info.value.worker_index == 1
     assert "boom from SleepyEnv" in str(info.value)
     deadline = time.monotonic() + 10
     while our_threads() and time.monotonic() < deadline:
@@ -194,7 +194,7 @@ def test_multiprocessing_backend_layout_and_killed_worker(monkeypatch) -> None:
     with pytest.raises(WorkerError) as info:
         for _ in range(50):
             next(it)
-    assert info.value.worker_idx == 1 and "died" in str(info.value)
+    assert info.value.worker_index == 1 and "died" in str(info.value)
     deadline = time.monotonic() + 15
     while children() - before and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -157,7 +157,7 @@ class TestSync:
             for _ in range(10_000):
                 next(it)
         assert time.monotonic() - start < 10.0
-        assert err.value.worker_idx == 1 and "died" in str(err.value)
+        assert err.value.worker_index == 1 and "died" in str(err.value)
         with pytest.raises(CollectorClosedError):
             next(iter(sync_collector))
         assert_gone(pids)

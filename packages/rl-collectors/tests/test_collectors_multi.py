@@ -136,7 +136,7 @@ def test_policy_raising_in_worker_names_worker_with_traceback(helpers) -> None:
     with pytest.raises(WorkerError, match="worker 0") as info:
         list(collector)
     assert time.monotonic() - start < 30
-    assert "boom from the policy" in str(info.value) and info.value.worker_idx == 0
+    assert "boom from the policy" in str(info.value) and info.value.worker_index == 0
     assert_gone(list(new_children(before)))
 
 

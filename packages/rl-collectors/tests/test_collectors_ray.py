@@ -258,7 +258,7 @@ class TestLocalRay:
         next(it)
         with pytest.raises(WorkerError, match=r"Ray actor 1 .* raised RuntimeError: env crashed on purpose") as err:
             next(it)
-        assert err.value.worker_idx == 1 and "env crashed on purpose" in err.value.remote_traceback
+        assert err.value.worker_index == 1 and "env crashed on purpose" in err.value.remote_traceback
         assert collector.actors == []
         assert_pids_gone(pids)
         with pytest.raises(CollectorError, match="after shutdown"):
@@ -306,7 +306,7 @@ class TestTwoNodeCluster:
             kill_and_wait(ray, collector.actors[1])
             with pytest.raises(WorkerError, match=r"Ray actor 1 \(pid \d+ on node .*\) died") as err:
                 next(it)
-            assert err.value.worker_idx == 1
+            assert err.value.worker_index == 1
             assert collector.actors == []
         finally:
             collector.shutdown()

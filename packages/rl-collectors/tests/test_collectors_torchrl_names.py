@@ -200,7 +200,7 @@ def test_map_fn_wrong_name_is_refused_here_and_the_collector_stays_usable(collec
 def test_map_fn_call_that_raises_in_a_worker_leaves_it_running(collector):
     with pytest.raises(WorkerError, match="math domain error") as info:
         collector.map_fn("math.sqrt", [4.0, -1.0])  # worker 1 raises, worker 0 answers
-    assert info.value.worker_idx == 1 and info.value.alive
+    assert info.value.worker_index == 1 and info.value.alive
     assert collector.map_fn("math.sqrt", [4.0, 9.0]) == [2.0, 3.0]  # no stale reply left over
     assert next(iter(collector)).numel() == 40
 

@@ -22,7 +22,7 @@ import psutil
 import pytest
 import torch
 from rl_envs import Categorical, Composite, EnvBase, GymEnv, Unbounded
-from rl_envs._batched import ParallelEnv, SerialEnv, WorkerError
+from rl_envs import ParallelEnv, SerialEnv, WorkerError
 from rl_envs.exceptions import EnvClosedError
 from tensordict import TensorDict
 
@@ -238,7 +238,7 @@ def test_worker_error_in_step_names_worker_with_traceback():
         nxt, _ = env._fast_step(action)
         assert nxt["observation"].flatten().tolist() == [float(t), float(t)]
     start = time.monotonic()
-    with pytest.raises(WorkerError, match=r"ParallelEnv worker 1 raised during 'step'") as info:
+    with pytest.raises(WorkerError, match=r"ParallelEnv worker 1: raised during 'step'") as info:
         env._fast_step(action)
     assert time.monotonic() - start < 15
     assert info.value.worker_index == 1
@@ -260,7 +260,7 @@ def test_hung_worker_times_out_and_is_terminated():
     env.reset()
     env._fast_step(torch.tensor([1]))
     start = time.monotonic()
-    with pytest.raises(WorkerError, match=r"worker 0 did not answer 'step' within 1 s"):
+    with pytest.raises(WorkerError, match=r"worker 0: did not answer 'step' within 1 s"):
         env._fast_step(torch.tensor([1]))
     assert time.monotonic() - start < 30  # 1 s deadline + close: join 5 s, then terminate
     assert env.is_closed
@@ -276,7 +276,7 @@ def test_killed_worker_is_detected():
     os.kill(pids[1], signal.SIGKILL)
     start = time.monotonic()
     with pytest.raises(
-        WorkerError, match=r"worker 1 \(pid \d+\) died during 'step'.*SIGKILL"
+        WorkerError, match=r"worker 1: died \(pid \d+\) during 'step'.*SIGKILL"
     ) as info:
         env._fast_step(env.action_spec.rand())
     assert time.monotonic() - start < 15
@@ -289,7 +289,7 @@ def test_killed_worker_is_detected():
 def test_create_env_fn_raising_in_worker_is_reported():
     before = _children()
     start = time.monotonic()
-    with pytest.raises(WorkerError, match=r"worker 1 raised during 'create_env_fn'") as info:
+    with pytest.raises(WorkerError, match=r"worker 1: raised during 'create_env_fn'") as info:
         ParallelEnv(2, CARTPOLE, [{}, {"num_envs": -1}])
     assert "Traceback" in info.value.remote_traceback
     assert "num_envs must be an int >= 1" in info.value.remote_traceback

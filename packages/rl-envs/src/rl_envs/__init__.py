@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rl_envs._batched import ParallelEnv, SerialEnv, WorkerError
+from rl_envs._batched import ParallelEnv, SerialEnv
 from rl_envs._checks import check_env_specs
 from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
@@ -28,7 +28,7 @@ from rl_envs._transforms_lib import InitTracker, RewardSum, StepCounter
 from rl_envs._transforms_obs import DoubleToFloat, ObservationNorm, TensorDictPrimer
 from rl_envs._transforms_reward import ClipTransform, RewardClipping, RewardScaling, SignTransform
 from rl_envs._transforms_vecnorm import VecNorm
-from rl_envs.exceptions import EnvClosedError, InvalidActionError, SpecError
+from rl_envs.exceptions import EnvClosedError, InvalidActionError, SpecError, WorkerError
 
 __version__ = "0.1.0"
 

@@ -17,12 +17,12 @@ import torch
 from rl_profiling import profiled
 from tensordict import TensorDictBase
 
-from rl_envs._batched_worker import SPEC_NAMES, STEP_MSG, WorkerError, WorkerPool, env_meta
+from rl_envs._batched_worker import SPEC_NAMES, STEP_MSG, WorkerPool, env_meta
 from rl_envs._buffers import zero_buffers
 from rl_envs._env import EnvBase
 from rl_envs.processes import dumps as portable_dumps
 
-__all__ = ["ParallelEnv", "SerialEnv", "WorkerError"]
+__all__ = ["ParallelEnv", "SerialEnv"]
 
 DEFAULT_TIMEOUT_S = 120.0
 """Default deadline of every wait on a ``ParallelEnv`` worker (start-up included)."""

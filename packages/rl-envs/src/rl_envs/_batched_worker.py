@@ -44,9 +44,10 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from rl_envs.processes import Portable, error_summary, start_process, stop_processes
+from rl_envs.exceptions import WorkerError
+from rl_envs.processes import Portable, start_process, stop_processes
 
-__all__ = ["WorkerError", "WorkerPool", "env_meta", "worker_main"]
+__all__ = ["WorkerPool", "env_meta", "worker_main"]
 
 PARENT_POLL_S = 1.0
 """How often an idle worker checks that the main process is still alive."""
@@ -71,20 +72,6 @@ SPEC_NAMES = (
     "full_reward_spec",
     "full_done_spec",
 )
-
-
-class WorkerError(RuntimeError):
-    """A ``ParallelEnv`` worker raised, died or stopped answering.
-
-    Attributes:
-        worker_index: index of the worker (0-based).
-        remote_traceback: the worker's formatted traceback, or ``None`` when it died.
-    """
-
-    def __init__(self, message: str, worker_index: int, remote_traceback: str | None = None):
-        super().__init__(message)
-        self.worker_index = worker_index
-        self.remote_traceback = remote_traceback
 
 
 def env_meta(env: Any) -> dict[str, Any]:
@@ -290,9 +277,10 @@ class WorkerPool:
             if remaining <= 0:
                 late = sorted(pending)
                 raise WorkerError(
-                    f"{self.owner} worker {late[0]} did not answer {what!r} within {self.timeout:g} s "
-                    f"(workers still pending: {late}); raise `timeout` if the env is that slow",
                     late[0],
+                    f"did not answer {what!r} within {self.timeout:g} s (workers still pending: "
+                    f"{late}); raise `timeout` if the env is that slow",
+                    owner=self.owner,
                 )
             dead = []
             for fd, _ in wait_readable(self._poller, MAIN_SPIN_S, int(remaining * 1000) + 1):
@@ -318,12 +306,7 @@ class WorkerPool:
             return None
         status, payload = ForkingPickler.loads(raw)
         if status == "error":
-            raise WorkerError(
-                f"{self.owner} worker {i} raised during {what!r}: {error_summary(payload)}\n"
-                f"--- traceback in worker {i} ---\n{payload}",
-                i,
-                payload,
-            )
+            raise WorkerError(i, f"raised during {what!r}", payload, owner=self.owner)
         return payload
 
     def _died(self, i: int, what: str) -> WorkerError:
@@ -337,9 +320,7 @@ class WorkerPool:
             how = f"killed by signal {signal.Signals(-code).name}"
         if what == "create_env_fn":
             how += "; it died before it could report an error: its stderr shows why"
-        return WorkerError(
-            f"{self.owner} worker {i} (pid {proc.pid}) died during {what!r} ({how})", i
-        )
+        return WorkerError(i, f"died (pid {proc.pid}) during {what!r} ({how})", owner=self.owner)
 
     def shutdown(self) -> None:
         """Ask every worker to close, then join, terminate and kill; bounded and idempotent."""
