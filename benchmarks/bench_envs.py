@@ -3,7 +3,7 @@
 (a) limit: a plain ``SyncVectorEnv`` loop over 8 CartPole envs with random actions
     (``envs.step(envs.action_space.sample())``); ours: ``GymEnv("CartPole-v1",
     num_envs=8).rollout(T)`` with random actions (the public API, data stored in a
-    ``[8, T]`` TensorDict), and the collector fast path (``env._fast_step``) alone.
+    ``[8, T]`` TensorDict), and the collector fast path (``env.fast_step``) alone.
     Target: rollout >= 0.8 of the limit.
 (b) limit: gymnasium's numpy-vectorised CartPole (``vector_entry_point``) with 4096 envs
     stepped by a plain loop; ours: ``GymEnv(..., vectorization_mode="vector_entry_point")
@@ -117,14 +117,14 @@ def _rollout(env: GymEnv, steps: int) -> Callable[[], tuple[float, float]]:
 
 
 def _fast_path(env: GymEnv, steps: int) -> Callable[[], tuple[float, float]]:
-    """The collector's view: ``_fast_step`` on one reused action tensor, the random actions
+    """The collector's view: ``fast_step`` on one reused action tensor, the random actions
     drawn in bulk beforehand (as ``rollout`` does), no storage."""
 
     def timed() -> tuple[float, float]:
         draws = env.action_spec.rand((steps,), generator=env._rng).numpy()
         action = torch.empty(env.action_spec.shape, dtype=env.action_spec.dtype)
-        view, step = action.numpy(), env._fast_step
-        env._fast_reset()
+        view, step = action.numpy(), env.fast_step
+        env.fast_reset()
         with _Clock() as clock:
             for t in range(steps):
                 np.copyto(view, draws[t])
@@ -141,7 +141,7 @@ def _rows(label: str, best: dict[str, float], target: float, on: str = "rollout"
     rows = [{"figure": f"{label}: plain gymnasium loop (limit)", "value": limit, "unit": "steps/s", "limit": limit, "ratio": 1.0}]
     names = {
         "rollout": f"{label}: GymEnv.rollout / limit",
-        "fast": f"{label}: GymEnv._fast_step loop / limit",
+        "fast": f"{label}: GymEnv.fast_step loop / limit",
     }
     names[on] += f" (target >= {target})"
     for key, figure in names.items():
@@ -235,13 +235,13 @@ def _per_transform(label: str, steps: int = 300) -> list[dict]:
     """Each transform's ``on_step`` timed after a raw step (ms per step, min over steps)."""
     env = TransformedEnv(GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync"), _pixel_pipeline())
     env.set_seed(0)
-    env._fast_reset()
+    env.fast_reset()
     draws = env.action_spec.rand((steps,), generator=env._rng)
     cost: dict[str, list[float]] = {"raw": []}
     try:
         for t in range(steps):
             start = time.perf_counter()
-            env.base_env._fast_step(draws[t])
+            env.base_env.fast_step(draws[t])
             cost["raw"].append(time.perf_counter() - start)
             for transform in env.transform:
                 start = time.perf_counter()

@@ -49,14 +49,14 @@ class BusyEnv(EnvBase):
         self._next_obs = self._next_buf.get("observation")
         self._reward = self._next_buf.get("reward")
 
-    def _fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
-        root, _ = self._buffers()
+    def fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
+        root, _ = self.buffers()
         self._root_obs.zero_()
         return root
 
-    def _fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
+    def fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
         self.validate_action(action)
-        root, nxt = self._buffers()
+        root, nxt = self.buffers()
         end = time.thread_time() + self.step_cpu_s
         while time.thread_time() < end:
             pass

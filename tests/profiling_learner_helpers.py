@@ -14,8 +14,8 @@ def slow_cartpole(seconds: float):
             time.sleep(seconds)
             return super()._step(tensordict)
 
-        def _fast_step(self, action):  # noqa: ANN001, ANN202  (the collector's path)
+        def fast_step(self, action):  # noqa: ANN001, ANN202  (the collector's path)
             time.sleep(seconds)
-            return super()._fast_step(action)
+            return super().fast_step(action)
 
     return SlowCartPole("CartPole-v1", num_envs=2)

@@ -229,7 +229,7 @@ TERMS = {
     "floor and limit": r"\bfloor\b|\bthe limit\b",
     "is_init": r"\bis_init\b",
     "primer": r"\bprimer\b",
-    "fast path": r"\bfast path\b|_fast_step",
+    "fast path": r"\bfast path\b|fast_step",
     "storing device": r"storing_device|storing device",
     "policy device": r"policy_device|policy device",
     "env device": r"env_device|env device",

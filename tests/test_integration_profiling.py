@@ -148,8 +148,8 @@ def check_unarmed_in_this_process() -> None:
     for method in (
         Collector._collect,
         EnvBase.step_and_maybe_reset,
-        TransformedEnv._fast_step,
-        TransformedEnv._fast_reset,
+        TransformedEnv.fast_step,
+        TransformedEnv.fast_reset,
     ):
         assert not hasattr(method, "__wrapped__"), method
     env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), InitTracker())

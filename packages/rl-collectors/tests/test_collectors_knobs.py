@@ -91,7 +91,7 @@ def test_trust_policy_skips_the_output_checks() -> None:
     with pytest.raises(CollectorError, match="overwrites the env entries"):
         Collector(make, policy, frames_per_batch=4)
     collector = Collector(make, policy, frames_per_batch=4, total_frames=8, trust_policy=True)
-    assert collector.env._action_checks_left == 0
+    assert collector.env.action_checks_left == 0
     assert sum(b.numel() for b in collector) == 8
     collector.shutdown()
 

@@ -68,11 +68,11 @@ def crashing_cartpole(after: int):
     from rl_envs import GymEnv
 
     class Crashing(GymEnv):
-        def _fast_step(self, action):
+        def fast_step(self, action):
             self.calls = getattr(self, "calls", 0) + 1
             if self.calls > after:
                 raise RuntimeError(f"env crashed on purpose after {after} steps")
-            return super()._fast_step(action)
+            return super().fast_step(action)
 
     return Crashing("CartPole-v1", num_envs=2)
 

@@ -111,8 +111,8 @@ def test_serial_layout_and_specs():
         assert data["next", "reward"].shape == (3, 2, 7, 1)
         assert env.observation_spec.is_in(data[..., -1]["next"].select("observation"))
         # every sub-env writes straight into its row of the batched buffers
-        root, _ = env._buffers()
-        sub_root, _ = env._envs[2]._buffers()
+        root, _ = env.buffers()
+        sub_root, _ = env._envs[2].buffers()
         assert sub_root["observation"].data_ptr() == root["observation"][2].data_ptr()
 
 
@@ -131,7 +131,7 @@ def test_serial_partial_reset_and_seed():
     env.close()
     env.close()
     with pytest.raises(EnvClosedError):
-        env._fast_step(torch.ones(3, dtype=torch.int64))
+        env.fast_step(torch.ones(3, dtype=torch.int64))
 
 
 def test_bad_arguments_are_named():
@@ -170,7 +170,7 @@ def test_parallel_layout_and_shared_buffers(penv):
     assert penv.batch_size == (2, 1, 2)
     assert penv.observation_spec["observation"].shape == (2, 1, 2, 4)
     assert set(penv.worker_pids) <= _children()
-    root, nxt = penv._buffers()
+    root, nxt = penv.buffers()
     assert all(leaf.is_shared() for leaf in (*root.values(True, True), *nxt.values(True, True)))
     data = penv.rollout(5, break_when_any_done=False)
     assert data.batch_size == (2, 1, 2, 5)
@@ -209,21 +209,21 @@ def test_parallel_partial_reset(penv):
     out = penv.reset(before.clone().set("_reset", mask))
     changed = (out["observation"] != before["observation"]).any(-1)
     assert changed.tolist() == mask.tolist()
-    root, _ = penv._buffers()
+    root, _ = penv.buffers()
     assert (root["observation"] == out["observation"]).all()
 
 
 @pytest.mark.timeout(300)
 def test_parallel_bound_to_other_buffers_copies_into_them(penv):
     root, nxt = penv._alloc_buffers()
-    penv._bind_buffers(root, nxt)
+    penv.bind_buffers(root, nxt)
     try:
-        penv._fast_reset(None)
-        nxt_out, root_out = penv._fast_step(penv.action_spec.rand())
+        penv.fast_reset(None)
+        nxt_out, root_out = penv.fast_step(penv.action_spec.rand())
         assert nxt_out is nxt and root_out is root
         assert (root == penv._own_root).all() and (nxt == penv._own_next).all()
     finally:
-        penv._bind_buffers(penv._own_root, penv._own_next)
+        penv.bind_buffers(penv._own_root, penv._own_next)
 
 
 @pytest.mark.timeout(300)
@@ -235,18 +235,18 @@ def test_worker_error_in_step_names_worker_with_traceback():
     env.reset()
     action = torch.ones(2, dtype=torch.int64)
     for t in (1, 2):
-        nxt, _ = env._fast_step(action)
+        nxt, _ = env.fast_step(action)
         assert nxt["observation"].flatten().tolist() == [float(t), float(t)]
     start = time.monotonic()
     with pytest.raises(WorkerError, match=r"ParallelEnv worker 1: raised during 'step'") as info:
-        env._fast_step(action)
+        env.fast_step(action)
     assert time.monotonic() - start < 15
     assert info.value.worker_index == 1
     assert "Traceback" in str(info.value) and "RuntimeError: boom at step 3" in str(info.value)
     assert env.is_closed
     env.close()  # idempotent after the automatic shutdown
     with pytest.raises(EnvClosedError):
-        env._fast_step(action)
+        env.fast_step(action)
     _assert_no_leftovers(before, pids)
 
 
@@ -258,10 +258,10 @@ def test_hung_worker_times_out_and_is_terminated():
     pids = env.worker_pids
     env._pool.timeout = 1.0  # start-up needed the long default; steps get a short one
     env.reset()
-    env._fast_step(torch.tensor([1]))
+    env.fast_step(torch.tensor([1]))
     start = time.monotonic()
     with pytest.raises(WorkerError, match=r"worker 0: did not answer 'step' within 1 s"):
-        env._fast_step(torch.tensor([1]))
+        env.fast_step(torch.tensor([1]))
     assert time.monotonic() - start < 30  # 1 s deadline + close: join 5 s, then terminate
     assert env.is_closed
     _assert_no_leftovers(before, pids)
@@ -278,7 +278,7 @@ def test_killed_worker_is_detected():
     with pytest.raises(
         WorkerError, match=r"worker 1: died \(pid \d+\) during 'step'.*SIGKILL"
     ) as info:
-        env._fast_step(env.action_spec.rand())
+        env.fast_step(env.action_spec.rand())
     assert time.monotonic() - start < 15
     assert info.value.worker_index == 1 and info.value.remote_traceback is None
     env.close()

@@ -63,7 +63,7 @@ class Broken(CountEnv):
 
 def test_check_env_specs_reports_every_mismatch():
     env = Broken()
-    env._fast_step = _no_check(env)  # the real step would already fail on the copy
+    env.fast_step = _no_check(env)  # the real step would already fail on the copy
     with pytest.raises(SpecError) as err:
         check_env_specs(env)
     text = str(err.value)
@@ -76,7 +76,7 @@ def _no_check(env):
 
     def step(action):
         out = env._step(TensorDict(action=action, batch_size=env.batch_size))
-        root, nxt = env._buffers()
+        root, nxt = env.buffers()
         nxt["observation"].copy_(out["observation"])
         root["observation"].copy_(out["observation"])
         nxt["terminated"].copy_(out["terminated"])

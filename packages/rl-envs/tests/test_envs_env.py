@@ -147,7 +147,7 @@ def test_bad_actions_raise_named_errors():
     with pytest.raises(InvalidActionError, match=r"'action'.*shape \(3,\).*received \(3, 1\)"):
         env.step(td.set("action", torch.ones(3, 1, dtype=torch.int64)))
     with pytest.raises(InvalidActionError, match=r"'action'.*shape \(3,\).*received \(2,\)"):
-        env._fast_step(torch.ones(2, dtype=torch.int64))
+        env.fast_step(torch.ones(2, dtype=torch.int64))
     with pytest.raises(InvalidActionError, match=r"'action'.*out of range.*not in \[0, 2\)"):
         env.step(td.set("action", torch.full((3,), 2)))
     with pytest.raises(InvalidActionError, match="missing"):
@@ -158,10 +158,10 @@ def test_value_checks_stop_after_first_steps_but_dtype_checks_stay():
     env = CountEnv(limit=1000)
     env.reset()
     for _ in range(ACTION_CHECK_STEPS):
-        env._fast_step(ONES.clone())
-    env._fast_step(torch.full((3,), 1))  # values are no longer checked, valid anyway
+        env.fast_step(ONES.clone())
+    env.fast_step(torch.full((3,), 1))  # values are no longer checked, valid anyway
     with pytest.raises(InvalidActionError):
-        env._fast_step(torch.ones(3))
+        env.fast_step(torch.ones(3))
 
 
 def test_step_before_reset_and_after_close():

@@ -121,11 +121,11 @@ def test_fast_path_matches_public_step_and_maybe_reset():
     public.set_seed(5)
     gen = torch.Generator().manual_seed(0)
     actions = [torch.randint(0, 2, (4,), generator=gen) for _ in range(40)]
-    root = fast._fast_reset().clone()
+    root = fast.fast_reset().clone()
     td = public.reset()
     assert torch.equal(root["observation"], td["observation"])
     for a in actions:
-        nxt, root = fast._fast_step(a)
+        nxt, root = fast.fast_step(a)
         td["action"] = a
         td, next_root = public.step_and_maybe_reset(td)
         assert torch.equal(nxt["observation"], td["next", "observation"])
@@ -174,7 +174,7 @@ def test_discrete_bad_actions_never_cast():
     env = GymEnv("CartPole-v1", num_envs=2)
     td = env.reset()
     with pytest.raises(InvalidActionError, match=r"'action'.*torch.int64.*received torch.float32"):
-        env._fast_step(torch.zeros(2))
+        env.fast_step(torch.zeros(2))
     with pytest.raises(InvalidActionError, match=r"out of range.*not in \[0, 2\)"):
         env.step(td.set("action", torch.tensor([0, 2])))
     env.close()

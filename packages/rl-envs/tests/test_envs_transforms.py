@@ -141,12 +141,12 @@ def test_primer_copies_every_key_to_next_on_steps_without_done():
     # on every step, and a finished sub-env gets the default back in the root only
     primer = TensorDictPrimer({"h": Unbounded((4,)), "c": Unbounded((4,))}, default_value=0.0)
     env = TransformedEnv(CountEnv(limit=2), primer)
-    env._fast_reset()
-    root, nxt = env._buffers()
+    env.fast_reset()
+    root, nxt = env.buffers()
     for step, value in enumerate((1.0, 2.0)):
         root["h"].fill_(value)
         root["c"].fill_(-value)
-        env._fast_step(torch.ones(3, dtype=torch.int64))
+        env.fast_step(torch.ones(3, dtype=torch.int64))
         assert (nxt["h"] == value).all() and (nxt["c"] == -value).all(), step
     done = nxt["done"].squeeze(-1)
     assert done.tolist() == [True, False, False]  # sub-env 0 ends at 2
@@ -158,12 +158,12 @@ def test_primer_copies_every_key_to_next_on_steps_without_done():
 def test_transformed_env_binds_external_buffers():
     env = TransformedEnv(CountEnv(), Compose(StepCounter(2), RewardSum()))
     root, nxt = env.fake_tensordict().exclude("next", "action"), env.fake_tensordict()["next"]
-    env._bind_buffers(root, nxt)
-    env._fast_reset()
-    n, r = env._fast_step(torch.ones(3, dtype=torch.int64))
+    env.bind_buffers(root, nxt)
+    env.fast_reset()
+    n, r = env.fast_step(torch.ones(3, dtype=torch.int64))
     assert n is nxt and r is root
     assert nxt["step_count"][:, 0].tolist() == [1, 1, 1]
-    env._fast_step(torch.ones(3, dtype=torch.int64))
+    env.fast_step(torch.ones(3, dtype=torch.int64))
     assert nxt["truncated"][:, 0].all() and root["step_count"].sum() == 0
 
 

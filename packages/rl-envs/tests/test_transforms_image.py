@@ -97,7 +97,7 @@ def test_layout_only_to_tensor_image_is_a_view_bound_once():
     env = TransformedEnv(PixelEnv(2, (6, 5, 3)), ToTensorImage(dtype=torch.uint8))
     env.reset()
     root, nxt = env._own_buffers()
-    base_root, base_next = env.base_env._buffers()
+    base_root, base_next = env.base_env.buffers()
     for out, raw in ((root, base_root), (nxt, base_next)):
         assert out["observation"].data_ptr() == raw["observation"].data_ptr()
         assert out["observation"].shape == (2, 3, 6, 5)
@@ -189,7 +189,7 @@ def test_pixel_pipeline_specs_and_partial_reset():
         _, td = env.step_and_maybe_reset(td.set("action", torch.ones(3, dtype=torch.int64)))
     before = td["observation"].clone()
     out = env.reset(td.set("_reset", torch.tensor([False, True, False])))
-    raw = env.base_env._buffers()[0]["observation"].numpy()  # the base env's root frames
+    raw = env.base_env.buffers()[0]["observation"].numpy()  # the base env's root frames
     ref = np.round(ref_bilinear(np.rint(ref_gray(np.moveaxis(raw, -1, -3))), 4, 3))
     assert np.abs(out["observation"].numpy().astype(np.float64) - ref).max() <= 1.0
     assert torch.equal(out["observation"][[0, 2]], before[[0, 2]])

@@ -102,7 +102,7 @@ def test_vecnorm_partial_reset_counts_only_reset_rows():
     out = env.reset(td.set("_reset", torch.tensor([True, False, False])))
     assert t.state_dict()["observation_count"].item() == 7
     mean, std = t.mean_std()
-    raw = env.base_env._buffers()[0]["observation"][0]
+    raw = env.base_env.buffers()[0]["observation"][0]
     assert torch.allclose(out["observation"][0], ((raw - mean) / std).float(), atol=1e-6)
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from rl_envs import FastPathEnv
 from rl_profiling import record
 from tensordict import TensorDictBase
 
@@ -202,10 +203,10 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
             raise
         return envs
 
-    def _make_slots(self, env: Any) -> tuple[TensorDictBase, TensorDictBase, torch.Tensor]:
+    def _make_slots(self, env: FastPathEnv) -> tuple[TensorDictBase, TensorDictBase, torch.Tensor]:
         if len(env.action_keys) != 1:
             raise ValueError(f"create_env_fn: expected an env with one action key, got {env.action_keys}")
-        root, nxt = env._buffers()
+        root, nxt = env.buffers()
         n = self.num_envs
 
         def stack(td: TensorDictBase) -> TensorDictBase:

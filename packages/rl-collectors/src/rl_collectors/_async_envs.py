@@ -1,7 +1,7 @@
 """Env workers of :class:`~rl_collectors.AsyncBatchedCollector`: threads or processes.
 
 Each worker owns one single (non-batched) env bound to its row of the shared slots
-(``env._bind_buffers(root[i], next[i])``), so a step writes straight into memory the
+(``env.bind_buffers(root[i], next[i])``), so a step writes straight into memory the
 inference server reads. The protocol is one signal each way per step:
 
 - worker -> server: "my row is ready" (after the first reset, then after every step);
@@ -26,10 +26,12 @@ from typing import Any
 
 import torch
 import torch.multiprocessing  # noqa: F401  (registers the shared-memory pickling of tensors)
+from rl_envs import FastPathEnv
 from rl_envs.processes import Portable, start_process, stop_processes
 from rl_profiling import record
 from tensordict import TensorDictBase
 
+from rl_collectors._collector import build_env
 from rl_collectors.exceptions import WorkerError
 
 __all__ = ["ProcessEnvPool", "ThreadEnvPool", "make_env"]
@@ -38,11 +40,9 @@ _POLL = 0.2  # seconds between liveness checks of an idle worker
 _READY, _ACT, _STOP, _ERROR = b"r", b"a", b"s", b"e"
 
 
-def make_env(create_env_fn: Any) -> Any:
+def make_env(create_env_fn: Any) -> FastPathEnv:
     """``create_env_fn()`` (or the env itself), checked to be a single env."""
-    env = create_env_fn() if callable(create_env_fn) and not hasattr(create_env_fn, "_fast_step") else create_env_fn
-    if not hasattr(env, "_fast_step"):
-        raise TypeError(f"create_env_fn: expected an rl_envs.EnvBase or a callable returning one, got {type(env).__name__}")
+    env = build_env(create_env_fn)
     if env.batch_size.numel() != 1:
         raise ValueError(
             f"create_env_fn: expected a single env (batch_size () or (1,)), got batch_size={tuple(env.batch_size)}; "
@@ -51,17 +51,17 @@ def make_env(create_env_fn: Any) -> Any:
     return env
 
 
-def _bind(env: Any, idx: int, slots: tuple[TensorDictBase, TensorDictBase, torch.Tensor]) -> torch.Tensor:
+def _bind(env: FastPathEnv, idx: int, slots: tuple[TensorDictBase, TensorDictBase, torch.Tensor]) -> torch.Tensor:
     root, nxt, action = slots
-    env._bind_buffers(root[idx], nxt[idx])
+    env.bind_buffers(root[idx], nxt[idx])
     return action[idx]
 
 
-def _env_loop(env: Any, action: torch.Tensor, send: Any, recv: Any) -> None:
+def _env_loop(env: FastPathEnv, action: torch.Tensor, send: Any, recv: Any) -> None:
     """Reset, then step on every action signal until told to stop."""
-    env._fast_reset(None)
+    env.fast_reset(None)
     send(_READY)
-    step = env._fast_step
+    step = env.fast_step
     while recv() == _ACT:
         with record("EnvBase.step_and_maybe_reset"):
             step(action)
@@ -86,7 +86,7 @@ class ThreadEnvPool:
         for t in self.threads:
             t.start()
 
-    def _run(self, i: int, env: Any, action: torch.Tensor) -> None:
+    def _run(self, i: int, env: FastPathEnv, action: torch.Tensor) -> None:
         box = self.outboxes[i]
         try:
             _env_loop(env, action, lambda _: self.inbox.put(i), box.get)

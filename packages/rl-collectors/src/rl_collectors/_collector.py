@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from rl_envs import FastPathEnv
 from rl_profiling import profiled, record
 from tensordict import TensorDictBase
 
@@ -27,7 +28,21 @@ from rl_collectors._traj import TrajCounter
 from rl_collectors.exceptions import CollectorClosedError
 from rl_collectors.weight_sync import WeightUpdaterBase, bind_updater
 
-__all__ = ["Collector"]
+__all__ = ["Collector", "build_env"]
+
+
+def build_env(create_env_fn: Any) -> FastPathEnv:
+    """The env itself when ``create_env_fn`` is one, else ``create_env_fn()``, checked."""
+    env = create_env_fn if isinstance(create_env_fn, FastPathEnv) else None
+    if env is None and callable(create_env_fn):
+        env = create_env_fn()
+    if not isinstance(env, FastPathEnv):
+        got = type(env if callable(create_env_fn) else create_env_fn).__name__
+        raise TypeError(
+            "create_env_fn: expected an rl_envs.EnvBase (any rl_envs.FastPathEnv) or a "
+            f"callable returning one, got {got}"
+        )
+    return env
 
 
 class Collector(BaseCollector, ProfilingMixin):
@@ -84,7 +99,7 @@ class Collector(BaseCollector, ProfilingMixin):
         total_frames: int = -1,
         **options: Any,
     ) -> None:
-        self.env = create_env_fn() if callable(create_env_fn) and not hasattr(create_env_fn, "_fast_step") else create_env_fn
+        self.env = build_env(create_env_fn)
         self.options = opts = CollectorOptions(**options)
         num_rows = self.env.batch_size.numel()
         opts.check_frames(frames_per_batch, total_frames, num_rows)
@@ -110,7 +125,7 @@ class Collector(BaseCollector, ProfilingMixin):
     # -- construction ------------------------------------------------------------------
     def _build(self, shared: bool) -> None:
         """Probe the policy, allocate the batch and the per-step plans, pick the strategies."""
-        env_root, env_next = self.env._buffers()
+        env_root, env_next = self.env.buffers()
         self._env_bufs = (env_root, env_next)
         probe = make_pin(env_root.clone())
         if self.policy_device != self.env_device:
@@ -118,7 +133,7 @@ class Collector(BaseCollector, ProfilingMixin):
         opts = self.options
         self.out_keys = find_outputs(self.policy, probe, self.env.action_keys, opts.interaction, opts.trust_policy)
         if opts.trust_policy:
-            self.env._action_checks_left = 0  # the env's value checks of the first actions
+            self.env.action_checks_left = 0  # the env's value checks of the first actions
         outputs = probe.select(*self.out_keys).to(self.env_device)
         carried = {k[1:]: outputs.get(k) for k in self.out_keys if k[0] == NEXT and len(k) > 1}
         self.pin = make_pin(env_root)
@@ -171,7 +186,7 @@ class Collector(BaseCollector, ProfilingMixin):
     # -- the rollout loop ----------------------------------------------------------------
     def _run(self, steps: int, actor: Any) -> None:
         """Run ``steps`` steps, writing step ``t`` into ``buffer[..., t]``."""
-        pin, step, action = self.pin, self.env._fast_step, self._action
+        pin, step, action = self.pin, self.env.fast_step, self._action
         carry, after, clock = self._carry, self._after_step, time.perf_counter
         t_policy = t_env = t_store = 0.0
         for t, plan in enumerate(self._plans[:steps]):
@@ -220,12 +235,12 @@ class Collector(BaseCollector, ProfilingMixin):
 
     def _start_batch(self) -> bool:
         """Reset the env when needed; returns whether every sub-env starts a trajectory."""
-        root, nxt = self.env._buffers()
+        root, nxt = self.env.buffers()
         if root is not self._env_bufs[0] or nxt is not self._env_bufs[1]:
             self._build(shared=self.buffer.is_shared())  # the env rebuilt its buffers
         if not (self._needs_reset or self.options.reset_at_each_iter):
             return False
-        self.env._fast_reset(None)
+        self.env.fast_reset(None)
         if self._limit is not None:
             self._limit.reset()
         self._needs_reset = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from rl_envs import FastPathEnv
 from tensordict import TensorDictBase
 
 from rl_collectors._keys import DONE, NEXT
@@ -91,11 +92,11 @@ class TrajectoryLimit:
 
     Runs after each step: counts steps per sub-env, and where the count reaches the
     limit marks ``("next", "truncated")`` and ``("next", "done")`` in the batch at ``t``
-    and resets those sub-envs (``env._fast_reset(mask)``), so the next step starts a new
+    and resets those sub-envs (``env.fast_reset(mask)``), so the next step starts a new
     trajectory. Numpy on the CPU, a handful of vector ops per step.
     """
 
-    def __init__(self, env: Any, buffer: TensorDictBase, max_steps: int) -> None:
+    def __init__(self, env: FastPathEnv, buffer: TensorDictBase, max_steps: int) -> None:
         self.env, self.max_steps = env, max_steps
         nb = env.batch_size
         self.count = torch.zeros(tuple(nb), dtype=torch.int64).numpy()
@@ -114,4 +115,4 @@ class TrajectoryLimit:
             self.trunc[t][over] = True
             done[over] = True
             count[over] = 0
-            self.env._fast_reset(torch.from_numpy(over))
+            self.env.fast_reset(torch.from_numpy(over))

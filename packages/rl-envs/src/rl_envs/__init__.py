@@ -6,6 +6,7 @@ from rl_envs._batched import ParallelEnv, SerialEnv
 from rl_envs._checks import check_env_specs
 from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
+from rl_envs._fast_path import FastPathEnv
 from rl_envs._gym import GymEnv, GymWrapper
 from rl_envs._policy import RandomPolicy
 from rl_envs._specs import Bounded, ContinuousBox, TensorSpec, Unbounded
@@ -51,6 +52,7 @@ __all__ = [
     "EnvBase",
     "EnvClosedError",
     "ExcludeTransform",
+    "FastPathEnv",
     "GrayScale",
     "GymEnv",
     "GymWrapper",

@@ -19,7 +19,7 @@ __all__ = ["check_action"]
 def check_action(env: EnvBase, action: Any) -> None:
     """Raise :class:`InvalidActionError` naming the key when ``action`` breaks ``env``'s spec.
 
-    Counts down ``env._action_checks_left`` (the value checks still to do).
+    Counts down ``env.action_checks_left`` (the value checks still to do).
     """
     if isinstance(action, torch.Tensor):
         spec = env._action_leaf
@@ -27,8 +27,8 @@ def check_action(env: EnvBase, action: Any) -> None:
             raise InvalidActionError(f"expected a TensorDict holding the action keys {env.action_keys}, received a tensor")
         if action.dtype != spec.dtype or action.shape != spec.shape:
             spec.assert_is_in(action, env.action_key, InvalidActionError)
-        if env._action_checks_left > 0:
-            env._action_checks_left -= 1
+        if env.action_checks_left > 0:
+            env.action_checks_left -= 1
             spec.assert_is_in(action, env.action_key, InvalidActionError)
         return
     if not isinstance(action, TensorDictBase):
@@ -38,6 +38,6 @@ def check_action(env: EnvBase, action: Any) -> None:
             raise InvalidActionError(f"{key!r}: missing from the input (action keys: {env.action_keys})")
         spec = env.full_action_spec[key]
         value = action.get(key)
-        if env._action_checks_left > 0 or value.dtype != spec.dtype or value.shape != spec.shape:
+        if env.action_checks_left > 0 or value.dtype != spec.dtype or value.shape != spec.shape:
             spec.assert_is_in(value, key, InvalidActionError)
-    env._action_checks_left -= 1
+    env.action_checks_left -= 1

@@ -110,15 +110,15 @@ class _BatchedEnv(EnvBase):
         for name in SPEC_NAMES:
             setattr(self, name, meta[name].expand(batch))
         self._own_root, self._own_next = self._alloc_buffers()
-        self._bind_buffers(self._own_root, self._own_next)
+        self.bind_buffers(self._own_root, self._own_next)
 
     def _alloc_buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
         """The batched ``(root, next)`` buffers, from the stacked specs (as ``EnvBase`` does)."""
         return zero_buffers(self)
 
-    def _buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
+    def buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
         if self._root_buf is None or self._next_buf is None:  # e.g. after an action_spec assignment
-            self._bind_buffers(self._own_root, self._own_next)
+            self.bind_buffers(self._own_root, self._own_next)
         return self._root_buf, self._next_buf  # type: ignore[return-value]
 
     def _reset_rows(self, reset_mask: torch.Tensor | None) -> tuple[list[int], list[bool]]:
@@ -145,7 +145,7 @@ class SerialEnv(_BatchedEnv):
 
     The batch size is ``[num_workers, *sub_env.batch_size]`` and the specs are the
     sub-env's, expanded. Each sub-env writes its step straight into its row of the
-    batched buffers (``sub_env._bind_buffers(root[i], next[i])``): no copy, no
+    batched buffers (``sub_env.bind_buffers(root[i], next[i])``): no copy, no
     TensorDict per step. Same results as :class:`ParallelEnv` for the same seeds.
 
     Args:
@@ -205,21 +205,21 @@ class SerialEnv(_BatchedEnv):
     def _on_buffers_bound(self) -> None:
         root, nxt = self._root_buf, self._next_buf
         for i, env in enumerate(self._envs):
-            env._bind_buffers(root[i], nxt[i])
+            env.bind_buffers(root[i], nxt[i])
 
     @profiled("SerialEnv._step")
-    def _fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
+    def fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
         self._check_open()
         self.validate_action(action)
         for i, env in enumerate(self._envs):
-            env._fast_step(action[i])
+            env.fast_step(action[i])
         return self._next_buf, self._root_buf  # type: ignore[return-value]
 
     @profiled("SerialEnv._reset")
-    def _fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
+    def fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
         self._check_open()
         for i, partial in zip(*self._reset_rows(reset_mask), strict=True):
-            self._envs[i]._fast_reset(reset_mask[i].clone() if partial else None)
+            self._envs[i].fast_reset(reset_mask[i].clone() if partial else None)
         return self._root_buf  # type: ignore[return-value]
 
     def _set_seed(self, seed: int | None) -> None:
@@ -367,7 +367,7 @@ class ParallelEnv(_BatchedEnv):
             raise
 
     @profiled("ParallelEnv._step")
-    def _fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
+    def fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
         self._check_open()
         self.validate_action(action)
         if isinstance(action, torch.Tensor):
@@ -380,7 +380,7 @@ class ParallelEnv(_BatchedEnv):
         return self._next_buf, self._root_buf  # type: ignore[return-value]
 
     @profiled("ParallelEnv._reset")
-    def _fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
+    def fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
         self._check_open()
         indices, partial = self._reset_rows(reset_mask)
         if reset_mask is not None:

@@ -9,10 +9,10 @@ every bulk tensor lives in shared memory that the main process allocated):
   ``("ok", meta)`` (batch size, device and specs) or ``("error", traceback)``: a factory
   that raises or cannot be loaded is reported with the worker's own exception;
 - ``("bind", buffers)``: the shared ``root``/``next``/action/reset-mask TensorDicts; the
-  worker binds its env to views of its row (``env._bind_buffers(root[i], next[i])``);
+  worker binds its env to views of its row (``env.bind_buffers(root[i], next[i])``);
 - ``("step", None)``: the action is already in the shared action buffer;
-  ``env._fast_step`` writes the step into the shared ``next``/``root`` rows;
-- ``("reset", partial)``: ``env._fast_reset(None)``, or with the worker's row of the
+  ``env.fast_step`` writes the step into the shared ``next``/``root`` rows;
+- ``("reset", partial)``: ``env.fast_reset(None)``, or with the worker's row of the
   shared reset mask when ``partial``;
 - ``("seed", seed)``, ``("close", None)``.
 
@@ -94,16 +94,16 @@ class _Worker:
     def bind(self, buffers: tuple[TensorDictBase, ...]) -> None:
         root, nxt, action, reset_mask = buffers
         i = self.index
-        self.env._bind_buffers(root[i], nxt[i])
+        self.env.bind_buffers(root[i], nxt[i])
         keys = list(action.keys(True, True))
         self.action = action.get(keys[0])[i] if len(keys) == 1 else action[i]
         self.reset_mask = reset_mask[i]
 
     def step(self, _: Any) -> None:
-        self.env._fast_step(self.action)
+        self.env.fast_step(self.action)
 
     def reset(self, partial: bool) -> None:
-        self.env._fast_reset(self.reset_mask.clone() if partial else None)
+        self.env.fast_reset(self.reset_mask.clone() if partial else None)
 
     def seed(self, seed: int | None) -> None:
         self.env.set_seed(seed)

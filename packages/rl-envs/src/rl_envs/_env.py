@@ -47,13 +47,14 @@ class EnvBase:
       returning the observation keys, ``reward`` and any of ``done``/``terminated``/
       ``truncated`` (the missing ones are completed, ``done = terminated | truncated``).
       The fast path is then derived from them (correct, not the fastest).
-    - the fast pair, the collector contract, no TensorDict built per step:
+    - the fast pair, public: the collector contract (typed as :class:`FastPathEnv`), no
+      TensorDict built per step:
 
-      * ``_fast_reset(reset_mask=None) -> root``: reset every sub-env (``None``) or those
+      * ``fast_reset(reset_mask=None) -> root``: reset every sub-env (``None``) or those
         where the bool ``[*B]`` mask is set; write their root entries (observation and
         state keys, done flags set to ``False``) **in place** into the env-owned buffer
         ``root`` and return it. Rows outside the mask are left untouched.
-      * ``_fast_step(action) -> (next, root)``: ``action`` is the tensor at
+      * ``fast_step(action) -> (next, root)``: ``action`` is the tensor at
         ``action_key`` (or a TensorDict holding the action keys). Step every sub-env and
         write, in place, the real step results into ``next`` (observation keys,
         ``reward``, ``done``, ``terminated``, ``truncated``; on a finished sub-env the
@@ -65,14 +66,20 @@ class EnvBase:
       are never replaced, only written in place, so a caller may cache the leaves once
       and copy from them after each call. They are valid until the next fast call.
       Call ``self.validate_action(action)`` first (cheap shape/dtype check always, value
-      check on the first steps) and get the buffers from ``self._buffers()``.
+      check on the first ``action_checks_left`` steps) and get the buffers from
+      ``self.buffers()``.
 
     **Batched envs over sub-envs** (``SerialEnv``/``ParallelEnv``) bind each sub-env to
-    its row of their buffers (``sub_env._bind_buffers(root[i], next[i])``); no copy.
+    its row of their buffers (``sub_env.bind_buffers(root[i], next[i])``); no copy.
 
     Args:
         batch_size: the batch shape of the env (e.g. ``(num_envs,)``).
         device: device of the tensors the env reads and writes.
+
+    Attributes:
+        action_checks_left: how many more steps check the action's values against the
+            spec (``ACTION_CHECK_STEPS`` at first; shape and dtype are always checked). A
+            driver whose actions are checked already sets it to 0.
 
     Examples:
         >>> import torch
@@ -117,12 +124,12 @@ class EnvBase:
         self._pending: torch.Tensor | None = None
         self._has_reset = False
         self._closed = False
-        self._action_checks_left = ACTION_CHECK_STEPS
+        self.action_checks_left = ACTION_CHECK_STEPS
         self._rng = torch.Generator(device=self.device)
         self._rng.seed()
         cls = type(self)
-        if cls._fast_step is EnvBase._fast_step and cls._step is EnvBase._step:
-            raise TypeError(f"{cls.__name__} must implement _step/_reset or _fast_step/_fast_reset")
+        if cls.fast_step is EnvBase.fast_step and cls._step is EnvBase._step:
+            raise TypeError(f"{cls.__name__} must implement _step/_reset or fast_step/fast_reset")
 
     # -- spec accessors (TorchRL names) -------------------------------------------------
     @property
@@ -179,13 +186,13 @@ class EnvBase:
         return list(DONE_KEYS)
 
     # -- the fast path ------------------------------------------------------------------
-    def _buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
+    def buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
         """The env-owned ``(root, next)`` buffers, built from the specs on first use."""
         if self._root_buf is None or self._next_buf is None:
-            self._bind_buffers(*zero_buffers(self))
+            self.bind_buffers(*zero_buffers(self))
         return self._root_buf, self._next_buf  # type: ignore[return-value]
 
-    def _bind_buffers(self, root: TensorDictBase, next: TensorDictBase) -> None:
+    def bind_buffers(self, root: TensorDictBase, next: TensorDictBase) -> None:
         """Make the fast path write into ``root``/``next`` (e.g. slices of a batched env's
         shared-memory buffers). They must hold the keys, shapes and dtypes of the specs."""
         self._root_buf, self._next_buf = root, next
@@ -202,11 +209,11 @@ class EnvBase:
         """
         check_action(self, action)
 
-    def _fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
+    def fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
         """Reset all (or the masked) sub-envs into the root buffer; see the class docstring."""
         return fast_reset_from_simple(self, reset_mask)
 
-    def _fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
+    def fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
         """Step every sub-env into the buffers and reset the finished ones; see the class docstring."""
         return fast_step_from_simple(self, action)
 
@@ -247,7 +254,7 @@ class EnvBase:
         if tensordict is not None and RESET in tensordict:
             mask = batch_mask(tensordict.get(RESET), self.batch_size)
         if mask is None or not self._has_reset:
-            root = self._fast_reset(None)
+            root = self.fast_reset(None)
             self._has_reset, self._pending = True, None
             out = root.clone()
             if tensordict is not None:
@@ -257,7 +264,7 @@ class EnvBase:
         pending = self._pending if self._pending is not None else torch.zeros_like(mask)
         fresh = mask & ~pending
         if fresh.any():
-            self._fast_reset(fresh)
+            self.fast_reset(fresh)
         self._pending = pending & ~mask
         return merge_reset(tensordict, self._root_buf, mask)
 
@@ -290,7 +297,7 @@ class EnvBase:
                 f"{type(self).__name__}: sub-envs {idx} are done; reset them with "
                 "reset(td) where td['_reset'] marks them, or use step_and_maybe_reset"
             )
-        nxt, _ = self._fast_step(self._action_from(tensordict))
+        nxt, _ = self.fast_step(self._action_from(tensordict))
         self._pending = nxt.get(DONE).reshape(self.batch_size).clone()
         set_next(tensordict, nxt.clone())
         return tensordict
@@ -307,7 +314,7 @@ class EnvBase:
         self._pre_step()
         if self._pending is not None and self._pending.any():
             self.reset(TensorDict({RESET: self._pending.clone()}, batch_size=self.batch_size))
-        nxt, root = self._fast_step(self._action_from(tensordict))
+        nxt, root = self.fast_step(self._action_from(tensordict))
         env_next = nxt.clone()
         extra = set_next(tensordict, env_next)
         next_root = root.clone()
@@ -356,7 +363,7 @@ class EnvBase:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"rollout: max_steps must be a positive int, received {max_steps!r}")
         if auto_reset:
-            self._fast_reset(None)
+            self.fast_reset(None)
             self._has_reset, self._pending = True, None
         else:
             if not self._has_reset:
@@ -378,7 +385,7 @@ class EnvBase:
             self._set_seed(None)
             return None
         self._rng.manual_seed(int(seed))
-        self._action_checks_left = max(self._action_checks_left, 0)
+        self.action_checks_left = max(self.action_checks_left, 0)
         self._set_seed(int(seed))
         return int(seed) + max(1, self.batch_size.numel())
 

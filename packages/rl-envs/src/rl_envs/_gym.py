@@ -173,7 +173,7 @@ class GymWrapper(EnvBase):
         """Validate ``action`` (dtype/shape always, values on the first steps) -> numpy."""
         spec = self._action_leaf
         if (
-            self._action_checks_left > 0
+            self.action_checks_left > 0
             or spec is None
             or type(action) is not torch.Tensor
             or action.dtype != spec.dtype
@@ -181,7 +181,7 @@ class GymWrapper(EnvBase):
         ):
             self.validate_action(action)
             if self._root_buf is None:
-                self._buffers()
+                self.buffers()
             return self._to_numpy(action)
         if self._onehot:
             return action.argmax(-1).numpy()
@@ -189,8 +189,8 @@ class GymWrapper(EnvBase):
         self._last_action = action
         return self._last_np
 
-    def _fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
-        if action is self._last_action and self._action_checks_left <= 0:
+    def fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
+        if action is self._last_action and self.action_checks_left <= 0:
             act = self._last_np  # the caller reuses one validated tensor: no torch call at all
         else:
             act = self._action_numpy(action)
@@ -264,9 +264,9 @@ class GymWrapper(EnvBase):
             sel = rows.reshape(-1, *([1] * (nv.ndim - 1)))
             np.copyto(nv if target == "next" else rv, new, where=sel)
 
-    def _fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
+    def fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
         self._check_open()
-        root, _ = self._buffers()
+        root, _ = self.buffers()
         if reset_mask is None:
             obs, info = self._env.reset(seed=self._seed)
             self._seed = None

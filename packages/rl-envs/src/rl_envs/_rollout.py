@@ -124,7 +124,7 @@ def run_rollout(
     tensordict: TensorDictBase | None,
 ) -> tuple[TensorDictBase, torch.Tensor]:
     """Run the loop; returns the ``[*B, T]`` data and the last step's done mask ``[*B]``."""
-    root, nxt = env._buffers()
+    root, nxt = env.buffers()
     if tensordict is not None:
         for key in root.keys(True, True):
             if key in tensordict.keys(True, True):
@@ -159,13 +159,13 @@ def _bulk_actions(env: EnvBase, steps: int, storage: TensorDictBase) -> tuple[An
 
 
 def _random_loop(env: EnvBase, steps: int, brk: bool, template: TensorDictBase) -> tuple[TensorDictBase, torch.Tensor]:
-    root, nxt = env._buffers()
+    root, nxt = env.buffers()
     flags = [k for k in DONE_KEYS if k in root]
     storage = alloc_time_major(template.exclude(*flags), steps)
     for k in flags:  # a root is never finished: its done flags are False. calloc'd zeros
         shape = (steps, *root.get(k).shape)  # cost no page touch
         storage.set(k, torch.from_numpy(np.zeros(shape, dtype=bool)).to(root.get(k).device))
-    root_src, step = root.exclude(*flags), env._fast_step
+    root_src, step = root.exclude(*flags), env.fast_step
     root_pairs = [(np_view(storage.get(k)), np_view(root_src.get(k))) for k in root_src.keys(True, True)]
     # ``done`` is ``terminated | truncated`` (an EnvBase invariant): computed once at the end
     derive_done = all(k in nxt for k in DONE_KEYS)
@@ -199,7 +199,7 @@ def _random_loop_torch(
     env: EnvBase, steps: int, brk: bool, storage: TensorDictBase, root_src: TensorDictBase, rand: Any
 ) -> tuple[TensorDictBase, torch.Tensor]:
     """The same loop with torch copies (non-CPU buffers, composite actions)."""
-    _, nxt = env._buffers()
+    _, nxt = env.buffers()
     root_copies = _fixed_copies(root_src, storage, ())
     next_copies = _fixed_copies(nxt, storage, (NEXT,))
     single = len(env.action_keys) == 1
@@ -213,7 +213,7 @@ def _random_loop_torch(
         else:
             for key in env.action_keys:
                 storage.get(key)[t].copy_(action.get(key))
-        env._fast_step(action)
+        env.fast_step(action)
         for c in next_copies:
             c.write(t)
         if brk and bool(done_t.any()):
@@ -229,7 +229,7 @@ def _tup(key: Any) -> tuple:
 def _policy_loop(
     env: EnvBase, steps: int, policy: Any, brk: bool, template: TensorDictBase, tensordict: TensorDictBase | None
 ) -> tuple[TensorDictBase, torch.Tensor]:
-    root, nxt = env._buffers()
+    root, nxt = env.buffers()
     ptd = root.copy()  # shares the root leaves: the policy reads the live buffers
     if tensordict is not None:
         env_keys = set(template.keys(True, True))
@@ -251,7 +251,7 @@ def _policy_loop(
             for key, slot in root_slots:
                 slot.write(ptd.get(key), t)
         action = ptd.get(env.action_key) if len(env.action_keys) == 1 else ptd
-        env._fast_step(action)
+        env.fast_step(action)
         with torch.no_grad():
             for c in next_copies:
                 c.write(t)
@@ -286,7 +286,7 @@ def _policy_storage(env: EnvBase, ptd: TensorDictBase, template: TensorDictBase,
     storage = alloc_time_major(full, steps)
     root_slots = [(k, _Slot(storage.get(k))) for k in full.exclude(NEXT).keys(True, True)]
     next_slots = [(k, _Slot(storage.get((NEXT, *k)))) for k in policy_next]
-    _, nxt = env._buffers()
+    _, nxt = env.buffers()
     env_only = nxt.exclude(*[_unwrap(k) for k in policy_next])  # the policy's value wins
     next_copies = _fixed_copies(env_only, storage, (NEXT,))
     return storage, root_slots, next_slots, next_copies

@@ -1,4 +1,4 @@
-"""The fast pair derived from the simple pair: what ``EnvBase._fast_reset``/``_fast_step``
+"""The fast pair derived from the simple pair: what ``EnvBase.fast_reset``/``fast_step``
 do for an env that implements only ``_reset(td)``/``_step(td)`` (TorchRL style).
 
 Correct, not the fastest: ``_reset``/``_step`` build a TensorDict per call, copied here
@@ -23,7 +23,7 @@ __all__ = ["fast_reset_from_simple", "fast_step_from_simple"]
 
 def fast_reset_from_simple(env: EnvBase, reset_mask: torch.Tensor | None) -> TensorDictBase:
     """``env._reset`` on all (``None``) or the masked sub-envs, written into the root buffer."""
-    root, _ = env._buffers()
+    root, _ = env.buffers()
     td = None
     if reset_mask is not None:
         td = TensorDict({RESET: reset_mask.reshape(*env.batch_size, 1)}, batch_size=env.batch_size)
@@ -40,9 +40,9 @@ def fast_reset_from_simple(env: EnvBase, reset_mask: torch.Tensor | None) -> Ten
 
 
 def fast_step_from_simple(env: EnvBase, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
-    """``env._step`` written into the buffers, then ``env._fast_reset`` of the finished sub-envs."""
+    """``env._step`` written into the buffers, then ``env.fast_reset`` of the finished sub-envs."""
     env.validate_action(action)
-    root, nxt = env._buffers()
+    root, nxt = env.buffers()
     if isinstance(action, torch.Tensor):
         td = TensorDict({env.action_key: action}, batch_size=env.batch_size)
     else:
@@ -57,5 +57,5 @@ def fast_step_from_simple(env: EnvBase, action: Any) -> tuple[TensorDictBase, Te
         root.get(key).copy_(out.get(key))
     done = nxt.get(DONE).reshape(env.batch_size)
     if done.any():
-        env._fast_reset(done)
+        env.fast_reset(done)
     return nxt, root

@@ -275,12 +275,12 @@ class TransformedEnv(EnvBase):
     def _own_buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
         """The transform chain's output buffers (built and bound on first use)."""
         if self._root_buf is None or self._next_buf is None:
-            root, nxt = self.base_env._buffers()
+            root, nxt = self.base_env.buffers()
             self._root_buf, self._next_buf = self.transform.bind(root, nxt)
             self._ext_pairs = None
         return self._root_buf, self._next_buf
 
-    def _buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
+    def buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
         own = self._own_buffers()
         if self._ext is None:
             return own
@@ -292,7 +292,7 @@ class TransformedEnv(EnvBase):
             ]
         return self._ext
 
-    def _bind_buffers(self, root: TensorDictBase, next: TensorDictBase) -> None:
+    def bind_buffers(self, root: TensorDictBase, next: TensorDictBase) -> None:
         """Write into external buffers (e.g. a batched env's rows): the chain's own buffers
         are copied into them after each fast call (one small copy per key)."""
         self._ext = (root, next)
@@ -304,20 +304,20 @@ class TransformedEnv(EnvBase):
         return self._ext  # type: ignore[return-value]
 
     @profiled("TransformedEnv._reset")
-    def _fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
+    def fast_reset(self, reset_mask: torch.Tensor | None = None) -> TensorDictBase:
         root, _ = self._own_buffers()
-        self.base_env._fast_reset(reset_mask)
+        self.base_env.fast_reset(reset_mask)
         self.transform.on_reset(reset_mask)
         if self._ext is not None:
-            self._buffers()
+            self.buffers()
             return self._sync_ext()[0]
         return root
 
     @profiled("TransformedEnv._step")
-    def _fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
+    def fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
         spec = self._action_leaf
         if (
-            self._action_checks_left > 0
+            self.action_checks_left > 0
             or spec is None
             or type(action) is not torch.Tensor
             or action.dtype != spec.dtype
@@ -326,12 +326,12 @@ class TransformedEnv(EnvBase):
             self.validate_action(action)
         if self._root_buf is None:
             self._own_buffers()
-        self.base_env._fast_step(self.transform.inv_action(action))
+        self.base_env.fast_step(self.transform.inv_action(action))
         finished = self.transform.on_step()
         if finished is not None and finished.any():
-            self._fast_reset(finished)
+            self.fast_reset(finished)
         if self._ext is not None:
-            self._buffers()
+            self.buffers()
             root, nxt = self._sync_ext()
             return nxt, root
         return self._next_buf, self._root_buf  # type: ignore[return-value]
