@@ -149,3 +149,36 @@ def test_outputs_do_not_live_in_the_reused_scratch_memory(steps):
     expected = F.generalized_advantage_estimate(0.99, 0.95, *(t.double() for t in inputs(0)))
     for got, ref in zip(first, expected, strict=True):
         _close(got, ref, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("layout", ["rows", "features", "transposed"])
+def test_compiled_kernels_equal_the_in_place_scan(dtype, layout):
+    """The numba pass (CPU, float coefficients) and the chunked scan agree on every
+    layout: time contiguous, dims after time, and a non-contiguous view."""
+    from rl_objectives.value import _gae, _kernels, _td
+
+    g = torch.Generator().manual_seed(3)
+    shape = {"rows": (8, 300, 1), "features": (3, 200, 4), "transposed": (300, 8, 1)}[layout]
+    v, nv, r = (torch.randn(shape, generator=g, dtype=dtype) for _ in range(3))
+    done = torch.rand(shape, generator=g) < 0.03
+    term = done & (torch.rand(shape, generator=g) < 0.5)
+    if layout == "transposed":  # [T, B, 1] storage seen as [B, T, 1]
+        v, nv, r, done, term = (x.transpose(0, 1) for x in (v, nv, r, done, term))
+    assert _kernels.usable(0.99, 0.95, v, nv, r)
+    adv, target = _kernels.gae_kernel(0.99, 0.95, v, nv, r, done, term, 1)
+    scan_adv, scan_target = _gae._gae_time_major(0.99, 0.95, v, nv, r, done, term, 1)
+    _close(adv, scan_adv.double(), dtype)
+    _close(target, scan_target.double(), dtype)
+    ret = _kernels.td_lambda_kernel(0.99, 0.95, nv, r, done, term, 1)
+    scan_ret = _td._td_lambda_time_major(0.99, 0.95, nv, r, done, term, 1)
+    _close(ret, scan_ret.double(), dtype)
+
+
+def test_compiled_kernels_are_not_used_where_they_do_not_apply():
+    from rl_objectives.value import _kernels
+
+    x = torch.zeros(2, 5, 1)
+    assert not _kernels.usable(torch.tensor(0.99), 0.95, x, x)  # tensor coefficient
+    assert not _kernels.usable(0.99, 0.95, x, x.double())  # mixed dtypes
+    assert not _kernels.usable(0.99, 0.95, x.half(), x.half())  # no half kernel

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from rl_objectives.value import _kernels
 from rl_objectives.value._checks import as_bool, check_same_shape, check_time_dim, coefficient
 from rl_objectives.value._scan import needs_graph, reverse_linear_scan, scan_time_major_
 from rl_objectives.value._time_major import (
@@ -155,7 +156,9 @@ def vec_generalized_advantage_estimate(
     Same equations, arguments and shapes as :func:`generalized_advantage_estimate`. The
     recurrence ``A_t = delta_t + gamma lmbda (1 - d_t) A_{t+1}`` is solved by a chunked
     scan that only multiplies and adds (no division), so it is exact for every done
-    pattern. Eager calls without autograd run it in place in a time-major layout, about
+    pattern. Eager CPU calls without autograd and with float ``gamma``/``lmbda`` run one
+    compiled pass over the data (numba, :mod:`rl_objectives.value._kernels`); other eager
+    calls without autograd run the scan in place in a time-major layout, about
     ``2 sqrt(T)`` vectorised steps; under ``torch.compile`` or with inputs that require
     grad it takes a functional log-depth path that traces without a graph break.
 
@@ -188,6 +191,9 @@ def vec_generalized_advantage_estimate(
         gamma, lmbda, state_value, next_state_value, reward, done, terminated, time_dim
     )
     if reward.numel() and not needs_graph(state_value, next_state_value, reward, gamma, lmbda):
+        if _kernels.usable(gamma, lmbda, state_value, next_state_value, reward):
+            return _kernels.gae_kernel(gamma, lmbda, state_value, next_state_value, reward,
+                                       done, terminated, time_dim)
         return _gae_time_major(gamma, lmbda, state_value, next_state_value, reward, done,
                                terminated, time_dim)
     delta = _td_error(gamma, state_value, next_state_value, reward, terminated)

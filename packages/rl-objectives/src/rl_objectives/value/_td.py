@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from rl_objectives.value import _kernels
 from rl_objectives.value._checks import as_bool, check_same_shape, check_time_dim, coefficient
 from rl_objectives.value._scan import needs_graph, reverse_linear_scan, scan_time_major_
 from rl_objectives.value._time_major import (
@@ -224,6 +225,9 @@ def vec_td_lambda_return_estimate(
         gamma, lmbda, next_state_value, reward, done, terminated, time_dim
     )
     if reward.numel() and not needs_graph(next_state_value, reward, gamma, lmbda):
+        if _kernels.usable(gamma, lmbda, next_state_value, reward):
+            return _kernels.td_lambda_kernel(gamma, lmbda, next_state_value, reward, done,
+                                             terminated, time_dim)
         return _td_lambda_time_major(gamma, lmbda, next_state_value, reward, done, terminated,
                                      time_dim)
     a, b, time_dim = _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated,
