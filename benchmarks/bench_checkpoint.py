@@ -15,9 +15,9 @@ run:
 * a restore into freshly built objects (buffer files filled by ``copy_file_range``): its
   time over the same file write.
 
-Every save also writes the priority tree whole (16 bytes a row: its leaves and minima;
-sampled rows' priorities change all over the buffer, so most of it changes between two
-saves anyway) and fsyncs what it wrote.
+The priority tree is saved as a base file of its leaves (16 bytes a row: sums and minima)
+plus one delta per save of the leaves that changed (24 bytes each), a new base once the
+deltas exceed a quarter of the leaves; every save fsyncs what it wrote.
 
 Timings are single runs on whatever machine this is (the disk's page cache included);
 compare the ratios. ``uv run python benchmarks/bench_checkpoint.py`` takes under a minute.

@@ -14,6 +14,8 @@ See ``docs/checkpointing.md``.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import os
@@ -46,13 +48,12 @@ _PACKAGES = (
 _INFO = ("torch", "tensordict", "numpy", "gymnasium")  # recorded, not checked
 
 
+@functools.cache  # reading the metadata costs tens of ms, each save
 def _versions(names: tuple[str, ...]) -> dict[str, str]:
     found = {}
     for name in names:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     return found
 
 
@@ -201,7 +202,7 @@ def _check_manifest(manifest: dict, components: dict[str, Any], where: Path, str
                 f"{where}: component {name!r} was a {saved[name]['type']}, got a {_type_name(obj)}"
             )
     if strict:
-        now = _versions(_PACKAGES)
+        now = _versions(_PACKAGES)  # of this process (cached)
         for package, version in manifest["versions"].items():
             if now.get(package, version) != version:
                 raise CheckpointError(

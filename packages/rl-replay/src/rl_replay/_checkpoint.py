@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from rl_replay._snapshot import dump_chunks
+from rl_replay._tree_snapshot import dump_tree, load_tree
 from rl_replay.exceptions import CheckpointError
 
 __all__ = ["dump_state", "load_state"]
@@ -44,8 +45,10 @@ def _latest(path: Path) -> str | None:
 
 
 def _chunked(storage: Any) -> bool:
-    return getattr(storage, "layout", None) is not None and hasattr(storage, "_tracker") and (
-        not storage.compilable
+    return (
+        getattr(storage, "layout", None) is not None
+        and hasattr(storage, "_tracker")
+        and (not storage.compilable)
     )
 
 
@@ -74,11 +77,14 @@ def dump_state(buffer: Any, path: Any, base: Any = None) -> None:
         Path(path).resolve() == storage.scratch_dir.resolve()
     )
     state = buffer.state_dict()
+    base_dir = _snapshot_dir(Path(base) if base is not None else path)
     if hasattr(storage, "checkpoint_state") and in_place:
         state["storage"] = storage.checkpoint_state(path)
     elif _chunked(storage):
-        base_dir = _snapshot_dir(Path(base) if base is not None else path)
         state["storage"] = dump_chunks(storage, tmp, base_dir)
+    tree = getattr(buffer.sampler, "_tree", None)
+    if tree is not None:  # its leaves as files: a delta over the base's when few changed
+        state["sampler"]["tree"] = {"files": dump_tree(tree, tmp, base_dir)}
     with open(tmp / _STATE, "wb") as f:
         torch.save(state, f)
         f.flush()
@@ -113,4 +119,10 @@ def load_state(buffer: Any, path: Any) -> None:
     state = torch.load(path / name / _STATE, weights_only=False)
     if state["storage"].get("chunked"):
         state["storage"]["folder"] = str(path / name)  # where its chunk files are
+    tree_files = (state["sampler"].get("tree") or {}).get("files")
+    if tree_files is not None:
+        state["sampler"]["tree"] = load_tree(path / name)
     buffer.load_state_dict(state)
+    tree = getattr(buffer.sampler, "_tree", None)
+    if tree_files is not None and tree.tracker is not None:
+        tree.tracker.taken(tree_files["id"])  # the next dump is a delta over this one

@@ -15,6 +15,7 @@ import torch
 
 from rl_replay._keys import PRIORITY_WEIGHT
 from rl_replay._samplers import Sampler, _require_count, _require_data
+from rl_replay._snapshot import WriteTracker
 from rl_replay._storage import Storage
 from rl_replay._tree import PriorityTree
 from rl_replay._tree_choice import make_priority_tree
@@ -89,6 +90,8 @@ class PrioritizedSampler(Sampler):
 
     def _make_compilable(self) -> None:
         self.compilable = True
+        if self._tree is not None:
+            self._tree.tracker = None
         if self._tree is not None and type(self._tree) is not PriorityTree:
             state = self._tree.state_dict()
             self._tree = None
@@ -106,6 +109,8 @@ class PrioritizedSampler(Sampler):
             kind = "torch" if self.compilable else None  # numba cannot be traced
             device = self._device or "cpu"
             self._tree = make_priority_tree(self.max_capacity, device=device, kind=kind)
+            if not self.compilable:  # which leaves a checkpoint writes again (traced: all)
+                self._tree.tracker = WriteTracker(self.max_capacity, 1, device=device)
         return self._tree
 
     def attach(self, storage: Storage) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CHUNK_ROWS", "WriteTracker", "dump_chunks", "load_chunks"]
+__all__ = ["CHUNK_ROWS", "WriteTracker", "base_id", "dump_chunks", "load_chunks", "write_file"]
 
 CHUNK_ROWS = 32768
 """Rows per chunk file (1M rows: 31 files per leaf)."""
@@ -33,17 +33,25 @@ _ID = "ID"
 
 
 class WriteTracker:
-    """Which chunks of a storage were written since each snapshot it knows."""
+    """Which chunks of ``rows_per_chunk`` rows were written since each known snapshot.
 
-    def __init__(self, capacity: int) -> None:
-        self.chunks = math.ceil(capacity / CHUNK_ROWS)
+    ``chunk_gen`` lives on ``device`` (the data's), so marking a write never syncs.
+    """
+
+    def __init__(
+        self, capacity: int, rows_per_chunk: int = CHUNK_ROWS, device: Any = "cpu"
+    ) -> None:
+        self.rows_per_chunk = rows_per_chunk
+        self.chunks = math.ceil(capacity / rows_per_chunk)
         self.gen = 1
-        self.chunk_gen = torch.zeros(self.chunks, dtype=torch.int64)
+        self.chunk_gen = torch.zeros(self.chunks, dtype=torch.int32, device=device)
         self.known: dict[str, int] = {}  # snapshot id -> generation it was taken at
 
     def mark(self, flat_index: torch.Tensor) -> None:
         """Rows ``flat_index`` were written (one vectorised op, no host sync)."""
-        chunk = torch.div(flat_index.reshape(-1).cpu(), CHUNK_ROWS, rounding_mode="floor")
+        chunk = flat_index.reshape(-1).to(self.chunk_gen.device)
+        if self.rows_per_chunk > 1:
+            chunk = torch.div(chunk, self.rows_per_chunk, rounding_mode="floor")
         self.chunk_gen.index_fill_(0, chunk, self.gen)
 
     def unchanged(self, snapshot_id: str | None) -> torch.Tensor:
@@ -51,12 +59,16 @@ class WriteTracker:
         gen = self.known.get(snapshot_id) if snapshot_id is not None else None
         if gen is None:
             return torch.zeros(self.chunks, dtype=torch.bool)
-        return self.chunk_gen < gen
+        return (self.chunk_gen < gen).cpu()
 
     def taken(self, snapshot_id: str) -> None:
         """A snapshot of the current rows was taken (or loaded) under ``snapshot_id``."""
         self.gen += 1  # rows written from now on are newer than the snapshot
         self.known = {snapshot_id: self.gen}  # older ones are never a base again
+
+    def forget(self) -> None:
+        """Every row changed (e.g. all cleared): no snapshot is a base any more."""
+        self.known = {}
 
 
 def _raw_rows(flat: torch.Tensor) -> torch.Tensor:
@@ -64,16 +76,17 @@ def _raw_rows(flat: torch.Tensor) -> torch.Tensor:
     return flat.reshape(flat.shape[0], -1).view(torch.uint8)
 
 
-def _write_file(path: Path, raw: torch.Tensor) -> None:
+def write_file(path: Path, raw: torch.Tensor) -> None:
     with open(path, "wb") as f:
         f.write(memoryview(raw.contiguous().numpy()).cast("B"))
         f.flush()
         os.fsync(f.fileno())
 
 
-def _base_id(base: Path | None) -> str | None:
+def base_id(base: Path | None, part: str = _DATA) -> str | None:
+    """The id of snapshot ``base``'s ``part`` (``data``: the rows), if it has one."""
     try:
-        return (base / _DATA / _ID).read_text().strip() if base is not None else None
+        return (base / part / _ID).read_text().strip() if base is not None else None
     except FileNotFoundError:
         return None
 
@@ -88,7 +101,7 @@ def dump_chunks(storage: Any, folder: Path, base: Path | None) -> dict:
     data.mkdir()
     if tracker is None:  # a storage shared with another process: every chunk is written
         tracker = WriteTracker(storage.capacity)
-    unchanged = tracker.unchanged(_base_id(base)).tolist()
+    unchanged = tracker.unchanged(base_id(base)).tolist()
     written = 0
     for leaf, flat in enumerate(storage._flat):
         raw = _raw_rows(flat)
@@ -100,7 +113,7 @@ def dump_chunks(storage: Any, folder: Path, base: Path | None) -> dict:
                     continue
                 except OSError:  # another file system: write it
                     pass
-            _write_file(data / name, raw[chunk * CHUNK_ROWS : (chunk + 1) * CHUNK_ROWS])
+            write_file(data / name, raw[chunk * CHUNK_ROWS : (chunk + 1) * CHUNK_ROWS])
             written += 1
     snapshot_id = uuid.uuid4().hex
     (data / _ID).write_text(snapshot_id)
@@ -149,7 +162,7 @@ def load_chunks(storage: Any, folder: Path, state: dict) -> None:
                 with open(src, "rb") as f:
                     f.readinto(memoryview(raw[chunk * rows : (chunk + 1) * rows].numpy()).cast("B"))
     storage._set_filled(int(state["filled"]))
-    storage._tracker = WriteTracker(storage.capacity)
+    storage._tracker = WriteTracker(storage.capacity, device=storage.device)
     storage._tracker.taken(state["id"])
 
 

@@ -280,7 +280,7 @@ class LazyTensorStorage(Storage):
         self._leaves = leaves
         self._flat = [t.view(self.capacity, *t.shape[self.ndim :]) for t in leaves]
         # a compilable storage's writes are traced: no tracker, its dumps copy everything
-        self._tracker = None if self.compilable else WriteTracker(self.capacity)
+        self._tracker = None if self.compilable else WriteTracker(self.capacity, device=self.device)
 
     def _check(self, data: Any) -> list[torch.Tensor]:
         leaves = self.layout.check(data, self.ndim)

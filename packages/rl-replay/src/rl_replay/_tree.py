@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from rl_replay._snapshot import WriteTracker
 from rl_replay._tree_numba_kernels import BAD_INDEX, BAD_PRIORITY, UNWRITTEN
 
 __all__ = ["PriorityTree"]
@@ -76,10 +77,14 @@ class PriorityTree:
             depth += 1
         self.depth = depth
         self._padded = -(-capacity // fanout**depth) * fanout**depth
+        self.tracker: WriteTracker | None = None
+        """Marks the leaves each update writes (set by a sampler that checkpoints them)."""
         self.clear()
 
     def clear(self) -> None:
         """Set every leaf to zero (and forget the written leaves for :meth:`min`)."""
+        if self.tracker is not None:
+            self.tracker.forget()  # every leaf changed
         self._rebuild(torch.zeros(self._padded, dtype=torch.float64, device=self.device))
 
     def _rebuild(self, leaves: torch.Tensor, mins: torch.Tensor | None = None) -> None:
@@ -116,6 +121,11 @@ class PriorityTree:
         """The leaf values, ``[capacity]`` (a view)."""
         return self._sums[0][: self.capacity]
 
+    @property
+    def min_leaves(self) -> torch.Tensor:
+        """The min leaves, ``[capacity]`` (a view): a leaf's value, ``+inf`` where unwritten."""
+        return self._mins[0][: self.capacity]
+
     def total(self) -> float:
         """Sum of all leaves."""
         return float(self._top.sum())
@@ -151,6 +161,8 @@ class PriorityTree:
             self._sums[level + 1].scatter_(0, block, sums)
             mins = self._min_blocks[level].index_select(0, block).amin(1)
             self._mins[level + 1].scatter_(0, block, mins)
+        if self.tracker is not None:
+            self.tracker.mark(index)
 
     def sample(self, u: torch.Tensor) -> torch.Tensor:
         """Leaves for uniform draws ``u`` in ``[0, 1)``: leaf ``i`` w.p. ``p_i / sum(p)``.
@@ -237,6 +249,8 @@ class PriorityTree:
             )
         mins = state.get("min_leaves")
         mins = torch.where(leaves > 0, leaves, torch.inf) if mins is None else mins
+        if self.tracker is not None:
+            self.tracker.forget()  # every leaf changed
         self._rebuild(
             _padded(leaves[: self.capacity], self._padded, 0.0),
             _padded(mins.to(leaves)[: self.capacity], self._padded, torch.inf),

@@ -76,6 +76,9 @@ class NumbaPriorityTree(PriorityTree):
         self._sum_np, self._min_np = self._sum_buf.numpy(), self._min_buf.numpy()
         offsets = np.asarray(self.level_offsets, dtype=np.int64)
         self._args = (self._sum_np, self._min_np, offsets, self.depth, self.fanout)
+        # the levels again, in the update kernel's order of summation: a loaded tree
+        # holds the bits of the tree that was saved (torch.sum adds in another order)
+        kernels().build(*self._args)
 
     def update(self, index: torch.Tensor, value: torch.Tensor) -> None:
         """Set ``leaves[index] = value`` (float64, >= 0) and refresh the ancestors.
@@ -83,7 +86,7 @@ class NumbaPriorityTree(PriorityTree):
         ``index`` must hold valid leaf indices in ``[0, capacity)``.
         """
         index = _np(index, np.int64)
-        self._kernels.update(*self._args, index, _np(value, np.float64))
+        self._kernels.update(*self._args, index, _np(value, np.float64), *self._marks())
 
     def set_priorities(
         self, index: torch.Tensor, priority: torch.Tensor, eps: float, alpha: float,
@@ -95,9 +98,18 @@ class NumbaPriorityTree(PriorityTree):
         index_np = last_np if index is last else _np(index, np.int64)
         status, high = self._kernels.set_priorities(
             *self._args, index_np, _np(priority, np.float64),
-            float(eps), float(alpha), self.capacity, bool(check_index),
+            float(eps), float(alpha), self.capacity, bool(check_index), *self._marks(),
         )  # fmt: skip
         return int(status), float(high)
+
+    _NO_MARKS = np.zeros(0, dtype=np.int32)
+
+    def _marks(self) -> tuple[np.ndarray, int]:
+        """The tracker's generations (marked inside the kernels) and the current one."""
+        tracker = self.tracker
+        if tracker is None:
+            return self._NO_MARKS, 0
+        return tracker.chunk_gen.numpy(), tracker.gen
 
     def sample(self, u: torch.Tensor) -> torch.Tensor:
         """Leaves for uniform draws ``u`` in ``[0, 1)``: leaf ``i`` w.p. ``p_i / sum(p)``."""

@@ -50,7 +50,10 @@ def kernels() -> SimpleNamespace:
     jit = numba.njit(cache=True, nogil=True, error_model="numpy")
     _last_nonzero_jit, _refresh_jit = jit(_last_nonzero), jit(_refresh)
     return SimpleNamespace(
-        descend=jit(_descend), update=jit(_update), set_priorities=jit(_set_priorities)
+        descend=jit(_descend),
+        update=jit(_update),
+        set_priorities=jit(_set_priorities),
+        build=jit(_build),
     )
 
 
@@ -155,11 +158,35 @@ def _refresh(sums, mins, offsets, depth, fanout, index):  # noqa: ANN001, ANN202
             mins[up + node] = m
 
 
-def _update(sums, mins, offsets, depth, fanout, index, value):  # noqa: ANN001, ANN202
-    """``leaves[index] = value`` (already checked), then refresh the ancestors."""
+def _build(sums, mins, offsets, depth, fanout):  # noqa: ANN001, ANN202
+    """Compute every level above the leaves, summing children in :func:`_refresh`'s order
+    (so a rebuilt tree has the very bits an updated one has)."""
+    f = np.uint64(fanout)
+    for level in range(depth):
+        offset, up = np.uint64(offsets[level]), np.uint64(offsets[level + 1])
+        for node in range(np.uint64(offsets[level + 1] - offsets[level]) // f):
+            start = offset + np.uint64(node) * f
+            s = 0.0
+            m = np.inf
+            for j in range(f):
+                s += sums[start + j]
+                m = min(m, mins[start + j])
+            sums[up + np.uint64(node)] = s
+            mins[up + np.uint64(node)] = m
+
+
+def _update(sums, mins, offsets, depth, fanout, index, value, marks, gen):  # noqa: ANN001, ANN202
+    """``leaves[index] = value`` (already checked), then refresh the ancestors.
+
+    ``marks[index] = gen`` too when ``marks`` is not empty (the leaves a checkpoint must
+    write again: :class:`~rl_replay._snapshot.WriteTracker`'s generations).
+    """
+    track = marks.shape[0] > 0
     for i in range(index.shape[0]):
         sums[index[i]] = value[i]
         mins[index[i]] = value[i]
+        if track:
+            marks[index[i]] = gen
     _refresh_jit(sums, mins, offsets, depth, fanout, index)
 
 
@@ -174,9 +201,12 @@ def _set_priorities(  # noqa: ANN202
     eps,
     alpha,
     capacity,
-    check_index,  # noqa: ANN001
+    check_index,
+    marks,
+    gen,  # noqa: ANN001
 ):
-    """Check every priority (and index), then write ``(p + eps) ** alpha``.
+    """Check every priority (and index), then write ``(p + eps) ** alpha`` (and
+    ``marks[index] = gen`` when ``marks`` is not empty, as :func:`_update`).
 
     Returns ``(status, largest priority)``: status 0 when written, else
     :data:`BAD_PRIORITY`, :data:`BAD_INDEX` or :data:`UNWRITTEN`, with nothing written.
@@ -192,9 +222,12 @@ def _set_priorities(  # noqa: ANN202
                 return BAD_INDEX, high
             if mins[index[i]] == np.inf:  # the leaf holds no data
                 return UNWRITTEN, high
+    track = marks.shape[0] > 0
     for i in range(index.shape[0]):
         q = (priority[i] + eps) ** alpha
         sums[index[i]] = q
         mins[index[i]] = q
+        if track:
+            marks[index[i]] = gen
     _refresh_jit(sums, mins, offsets, depth, fanout, index)
     return 0, high

@@ -91,6 +91,8 @@ class TritonPriorityTree(PriorityTree):
             index = index.long()
         self._sums[0].scatter_(0, index, value)
         self._mins[0].scatter_(0, index, value)
+        if self.tracker is not None:
+            self.tracker.mark(index)
         n = index.numel()
         if not self.depth or not n:
             return
