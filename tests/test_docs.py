@@ -222,7 +222,7 @@ TERMS = {
     "trajectory vs episode": r"\btrajector(?:y|ies)\b|\bepisodes?\b",
     "segment": r"\bsegments?\b",
     "time-major": r"\btime-major\b",
-    "pin": r"`pin`|\bpin\b",
+    "policy input": r"`policy_input`|\bpolicy input\b",
     "plan": r"\bplans?\b",
     "carry": r"\bcarr(?:y|ied|ies)\b",
     "armed": r"\barmed\b",
@@ -254,7 +254,8 @@ def glossary_terms() -> set[str]:
 def test_glossary_term_check_sees_a_missing_term():
     assert "sub-env" in glossary_terms()
     assert "no such term" not in glossary_terms()
-    assert re.search(TERMS["pin"], "copied into `pin` each step") and not re.search(TERMS["pin"], "spinning")
+    term = TERMS["policy input"]
+    assert re.search(term, "copied into `policy_input` each step") and not re.search(term, "the policy's input")
 
 
 def test_terms_the_internals_pages_use_are_in_the_glossary():

@@ -2,7 +2,7 @@
 
 With ``RL_PROFILING=1`` (read once at import, hence a subprocess) a short collection under
 ``torch.profiler`` yields a Chrome trace whose ranges nest ``Collector.rollout`` >
-``Collector.policy`` and ``EnvBase.step_and_maybe_reset`` > ``TransformedEnv._step``.
+``Collector.policy`` and ``EnvBase.fast_step`` > ``TransformedEnv._step``.
 Without it, the decorated methods are the plain functions and nothing is recorded.
 """
 
@@ -45,7 +45,7 @@ COLLECT = textwrap.dedent(
 RANGES = (
     "Collector.rollout",
     "Collector.policy",
-    "EnvBase.step_and_maybe_reset",
+    "EnvBase.fast_step",
     "TransformedEnv._step",
     "TransformedEnv._reset",
 )
@@ -106,14 +106,14 @@ def test_armed_collection_trace_nests_ranges_and_summary_reads_it(tmp_path: Path
     counts = {name: sum(e["name"] == name for e in events) for name in RANGES}
     assert counts["Collector.rollout"] == 3  # one per batch
     assert counts["Collector.policy"] == STEPS  # one per step
-    assert counts["EnvBase.step_and_maybe_reset"] == STEPS
+    assert counts["EnvBase.fast_step"] == STEPS
     assert counts["TransformedEnv._step"] == STEPS
     assert counts["TransformedEnv._reset"] >= 1
     assert_nested(events, "Collector.policy", "Collector.rollout")
-    assert_nested(events, "EnvBase.step_and_maybe_reset", "Collector.rollout")
-    assert_nested(events, "TransformedEnv._step", "EnvBase.step_and_maybe_reset")
+    assert_nested(events, "EnvBase.fast_step", "Collector.rollout")
+    assert_nested(events, "TransformedEnv._step", "EnvBase.fast_step")
     # the policy runs before the env step, never inside it
-    steps = [e for e in events if e["name"] == "EnvBase.step_and_maybe_reset"]
+    steps = [e for e in events if e["name"] == "EnvBase.fast_step"]
     assert not any(inside(p, s) for p in events if p["name"] == "Collector.policy" for s in steps)
 
     proc = run_python(["-m", "rl_profiling", "summary", str(tmp_path / "trace.json")], {}, tmp_path)
@@ -123,7 +123,7 @@ def test_armed_collection_trace_nests_ranges_and_summary_reads_it(tmp_path: Path
     for name in (
         "Collector.rollout",
         "Collector.policy",
-        "EnvBase.step_and_maybe_reset",
+        "EnvBase.fast_step",
         "TransformedEnv._step",
     ):
         assert name in table, name

@@ -170,7 +170,7 @@ def test_one_trace_holds_the_async_batched_server_and_its_env_threads(tmp_path) 
             threads.setdefault(e["name"], set()).add(e["tid"])
     server = threads["AsyncBatchedCollector._rollout_frames"]
     assert threads["InferenceServer.forward"] == server and len(server) == 1
-    envs = threads["EnvBase.step_and_maybe_reset"]
+    envs = threads["EnvBase.fast_step"]
     assert len(envs) == 3 and not envs & server  # one thread per env, beside the server
     summary = summarize_trace(trace)
     assert summary.threads >= 4 and summary.categories["env"] > 0

@@ -167,7 +167,7 @@ def test_enable_profile_writes_trace_with_ranges(helpers, tmp_path, monkeypatch)
     assert paths == [str(tmp_path / "w0.json")]
     events = json.loads(Path(paths[0]).read_text())["traceEvents"]
     names = {e.get("name") for e in events}
-    assert {"Collector.rollout", "Collector.policy", "EnvBase.step_and_maybe_reset"} <= names
+    assert {"Collector.rollout", "Collector.policy", "EnvBase.fast_step"} <= names
     rollout = next(e for e in events if e.get("name") == "Collector.rollout")
     policy = next(e for e in events if e.get("name") == "Collector.policy")
     assert rollout["ts"] <= policy["ts"] <= rollout["ts"] + rollout["dur"]

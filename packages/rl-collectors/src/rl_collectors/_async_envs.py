@@ -63,7 +63,7 @@ def _env_loop(env: FastPathEnv, action: torch.Tensor, send: Any, recv: Any) -> N
     send(_READY)
     step = env.fast_step
     while recv() == _ACT:
-        with record("EnvBase.step_and_maybe_reset"):
+        with record("EnvBase.fast_step"):
             step(action)
         send(_READY)
 

@@ -96,10 +96,10 @@ class FrameStore:
         self.env_ids = self.buffer.get(ENV_IDS)
         self.traj = TrajIds(num_envs)
 
-    def write_root(self, pos: torch.Tensor, envs: torch.Tensor, pin: TensorDictBase, version: int) -> None:
-        """Frames at ``pos``: the policy input/outputs ``pin`` (rows in the order of ``envs``)."""
+    def write_root(self, pos: torch.Tensor, envs: torch.Tensor, policy_input: TensorDictBase, version: int) -> None:
+        """Frames at ``pos``: the policy input/outputs ``policy_input`` (rows in the order of ``envs``)."""
         for key, dst in zip(self.root_keys, self.root_dst, strict=True):
-            dst.index_copy_(0, pos, pin.get(key).to(dst.device))
+            dst.index_copy_(0, pos, policy_input.get(key).to(dst.device))
         self.version.index_fill_(0, pos, version)
         self.env_ids.index_copy_(0, pos, envs)
 

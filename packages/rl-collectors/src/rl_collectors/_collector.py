@@ -13,7 +13,7 @@ from tensordict import TensorDictBase
 
 from rl_collectors._base import BaseCollector
 from rl_collectors._keys import DONE, NEXT, POLICY_VERSION, TRAJ_IDS
-from rl_collectors._layout import alloc_buffer, build_plans, make_pin, nested
+from rl_collectors._layout import alloc_buffer, build_plans, make_policy_input, nested
 from rl_collectors._options import CollectorOptions
 from rl_collectors._policy import (
     StreamSyncActor,
@@ -127,7 +127,7 @@ class Collector(BaseCollector, ProfilingMixin):
         """Probe the policy, allocate the batch and the per-step plans, pick the strategies."""
         env_root, env_next = self.env.buffers()
         self._env_bufs = (env_root, env_next)
-        probe = make_pin(env_root.clone())
+        probe = make_policy_input(env_root.clone())
         if self.policy_device != self.env_device:
             probe = probe.to(self.policy_device)
         opts = self.options
@@ -136,14 +136,14 @@ class Collector(BaseCollector, ProfilingMixin):
             self.env.action_checks_left = 0  # the env's value checks of the first actions
         outputs = probe.select(*self.out_keys).to(self.env_device)
         carried = {k[1:]: outputs.get(k) for k in self.out_keys if k[0] == NEXT and len(k) > 1}
-        self.pin = make_pin(env_root)
+        self.policy_input = make_policy_input(env_root)
         for key, value in carried.items():
-            if key not in self.pin.keys(True, True):
-                self.pin.set(key, torch.zeros_like(value))
+            if key not in self.policy_input.keys(True, True):
+                self.policy_input.set(key, torch.zeros_like(value))
         for key in self.out_keys:
-            self.pin.set(key, outputs.get(key).clone())
-        self._carry = [((NEXT, *k), self.pin.get(k)) for k in carried]
-        template = self.pin.exclude(*[k for k in self.out_keys if k[0] == NEXT])
+            self.policy_input.set(key, outputs.get(key).clone())
+        self._carry = [((NEXT, *k), self.policy_input.get(k)) for k in carried]
+        template = self.policy_input.exclude(*[k for k in self.out_keys if k[0] == NEXT])
         next_template = env_next.clone()
         for key in self.out_keys:
             if key[0] == NEXT:
@@ -159,14 +159,14 @@ class Collector(BaseCollector, ProfilingMixin):
         if shared and not self.buffer.is_shared():
             self.buffer.share_memory_()
         root_flags = [nested(k) for k in self.env.done_keys]
-        self._plans = build_plans(self.buffer, self.pin, self._env_bufs[1], self.out_keys, root_flags)
+        self._plans = build_plans(self.buffer, self.policy_input, self._env_bufs[1], self.out_keys, root_flags)
         self._choose_strategies()
 
     def _choose_strategies(self) -> None:
         opts = self.options
         forward = policy_forward(self.policy, opts, self.policy_device)
         if self.policy_device != self.env_device:
-            self._policy_actor: Any = DevicePolicyActor(forward, self.pin, self.out_keys, self.policy_device)
+            self._policy_actor: Any = DevicePolicyActor(forward, self.policy_input, self.out_keys, self.policy_device)
             if self.policy_device.type == "cuda" and not opts.no_cuda_sync:
                 self._policy_actor = StreamSyncActor(self._policy_actor, self.policy_device)
         else:
@@ -179,30 +179,30 @@ class Collector(BaseCollector, ProfilingMixin):
             self._after_step.append(self._limit)
         if len(self.env.action_keys) == 1:
             key = nested(self.env.action_key)
-            self._action = lambda pin: pin.get(key)
+            self._action = lambda policy_input: policy_input.get(key)
         else:
-            self._action = lambda pin: pin
+            self._action = lambda policy_input: policy_input
 
     # -- the rollout loop ----------------------------------------------------------------
     def _run(self, steps: int, actor: Any) -> None:
         """Run ``steps`` steps, writing step ``t`` into ``buffer[..., t]``."""
-        pin, step, action = self.pin, self.env.fast_step, self._action
+        policy_input, step, action = self.policy_input, self.env.fast_step, self._action
         carry, after, clock = self._carry, self._after_step, time.perf_counter
         t_policy = t_env = t_store = 0.0
         for t, plan in enumerate(self._plans[:steps]):
             t0 = clock()
             with record("Collector.policy"):
-                actor(pin)
+                actor(policy_input)
             t1 = clock()
             for dst, src in plan.root:
                 dst[...] = src
             for key, dst in plan.outs:
-                dst.copy_(pin.get(key))
+                dst.copy_(policy_input.get(key))
             for key, dst in carry:
-                dst.copy_(pin.get(key))
+                dst.copy_(policy_input.get(key))
             t2 = clock()
-            with record("EnvBase.step_and_maybe_reset"):  # the fast path: step + reset finished
-                step(action(pin))
+            with record("EnvBase.fast_step"):  # the step, and the reset of finished sub-envs
+                step(action(policy_input))
             t3 = clock()
             for dst, src in plan.next:
                 dst[...] = src
@@ -221,7 +221,7 @@ class Collector(BaseCollector, ProfilingMixin):
         new_start = self._start_batch()
         random = self._random_only or self.frames < self.options.init_random_frames
         if random:
-            self._random_actor.begin(steps, self.pin)
+            self._random_actor.begin(steps, self.policy_input)
         with self._hook(), self.timing.add_time("rollout"), torch.no_grad(), exploration_context(self.options.interaction):
             self._run(steps, self._random_actor if random else self._policy_actor)
         view = self.buffer[..., :steps] if steps < self.steps else self.buffer

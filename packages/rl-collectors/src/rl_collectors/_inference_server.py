@@ -93,7 +93,7 @@ class InferenceServer:
         self.out_keys = out_keys
         self.max_bs, self.min_bs, self.timeout = max_batch_size, min_batch_size, server_timeout
         self.device = policy_device
-        self._pins: dict[int, TensorDictBase] = {}
+        self._policy_inputs: dict[int, TensorDictBase] = {}
         self.inflight = [-1] * n  # flat store position of each env's frame in flight
         self.arrived = [0.0] * n
         self.pending: list[int] = []
@@ -106,14 +106,14 @@ class InferenceServer:
         self.timing = Timing("AsyncBatchedCollector inference server")
         self._t_wait = self._t_policy = self._t_store = 0.0
 
-    def _pin(self, k: int) -> TensorDictBase:
+    def _policy_input(self, k: int) -> TensorDictBase:
         """The preallocated policy input for ``k`` envs (built on first use of each ``k``)."""
-        pin = self._pins.get(k)
-        if pin is None:
-            pin = TensorDict({key: torch.zeros((k, *src.shape[1:]), dtype=src.dtype) for key, src in
+        policy_input = self._policy_inputs.get(k)
+        if policy_input is None:
+            policy_input = TensorDict({key: torch.zeros((k, *src.shape[1:]), dtype=src.dtype) for key, src in
                               zip(self.root_keys, self.root_src, strict=True)}, batch_size=[k]).to(self.device)
-            self._pins[k] = pin
-        return pin
+            self._policy_inputs[k] = policy_input
+        return policy_input
 
     # -- one batch --------------------------------------------------------------------------
     def plan(self, batch: int, frames: int) -> None:
@@ -185,21 +185,21 @@ class InferenceServer:
         t0 = clock()
         k, slot = len(envs), self.target % 2
         idx = torch.tensor(envs)
-        pin = self._pin(k)
+        policy_input = self._policy_input(k)
         for key, src in zip(self.root_keys, self.root_src, strict=True):
-            dst = pin.get(key)
+            dst = policy_input.get(key)
             if dst.device == src.device:
                 torch.index_select(src, 0, idx, out=dst)
             else:
                 dst.copy_(src.index_select(0, idx), non_blocking=True)
         t1 = clock()
         with record("InferenceServer.forward"):
-            self.forward(pin)
+            self.forward(policy_input)
         t2 = clock()
-        self.action_dst.index_copy_(0, idx, pin.get(self.action_key).to(self.action_dst.device))
+        self.action_dst.index_copy_(0, idx, policy_input.get(self.action_key).to(self.action_dst.device))
         start = slot * self.store.frames_per_batch + self.dispatched[slot]
         pos = torch.arange(start, start + k)
-        self.store.write_root(pos, idx, pin, self.version)
+        self.store.write_root(pos, idx, policy_input, self.version)
         for j, i in enumerate(envs):
             self.inflight[i] = start + j
             self.pool.act(i)

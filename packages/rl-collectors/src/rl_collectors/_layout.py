@@ -4,7 +4,7 @@ The env owns two buffers that its fast path rewrites in place on every step (``r
 the state the next step starts from; ``next``: what the step produced). The collector
 owns:
 
-- ``pin``: the policy input, a TensorDict whose env leaves *are* the env's root leaves
+- ``policy_input``: a TensorDict whose env leaves *are* the env's root leaves
   (no copy); the policy adds its outputs (``action``, ...) to it on every call;
 - ``buffer``: the batch, ``[*B, T]`` (time last), allocated once;
 - ``plans[t]``: for each step ``t``, the (destination, source) pairs to copy: env root
@@ -23,7 +23,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from rl_collectors._keys import NEXT, POLICY_VERSION, TRAJ_IDS
 
-__all__ = ["StepPlan", "alloc_buffer", "build_plans", "leaf_keys", "make_pin", "nested"]
+__all__ = ["StepPlan", "alloc_buffer", "build_plans", "leaf_keys", "make_policy_input", "nested"]
 
 
 def nested(key: Any) -> tuple:
@@ -44,16 +44,16 @@ def _pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:
     return dst, src
 
 
-def make_pin(env_root: TensorDictBase, extra: TensorDictBase | None = None) -> TensorDictBase:
+def make_policy_input(env_root: TensorDictBase, extra: TensorDictBase | None = None) -> TensorDictBase:
     """The policy input: the env's root leaves (shared, not copied) plus ``extra`` leaves."""
-    pin = TensorDict(batch_size=env_root.batch_size, device=env_root.device)
+    policy_input = TensorDict(batch_size=env_root.batch_size, device=env_root.device)
     for key in leaf_keys(env_root):
-        pin.set(key, env_root.get(key))
+        policy_input.set(key, env_root.get(key))
     if extra is not None:
         for key in leaf_keys(extra):
-            if key not in pin.keys(True, True):
-                pin.set(key, extra.get(key))
-    return pin
+            if key not in policy_input.keys(True, True):
+                policy_input.set(key, extra.get(key))
+    return policy_input
 
 
 def alloc_buffer(
@@ -82,7 +82,7 @@ class StepPlan:
 
     Attributes:
         root: ``(dst, src)`` array pairs: env root leaves -> ``buffer[..., t]``.
-        outs: ``(key, dst)``: policy outputs (read from ``pin`` by key, since a module
+        outs: ``(key, dst)``: policy outputs (read from ``policy_input`` by key, since a module
             writes a new tensor on each call) -> ``buffer[..., t]``.
         next: ``(dst, src)`` array pairs: env next leaves -> ``buffer["next"][..., t]``.
     """
@@ -94,29 +94,29 @@ class StepPlan:
 
 def build_plans(
     buffer: TensorDictBase,
-    pin: TensorDictBase,
+    policy_input: TensorDictBase,
     env_next: TensorDictBase,
     out_keys: list[tuple],
     constant_keys: list[tuple] = (),
 ) -> list[StepPlan]:
     """One :class:`StepPlan` per time step of ``buffer`` (time is batch dim ``nb``).
 
-    ``pin`` leaves that are not policy outputs keep their identity (env root leaves and
+    ``policy_input`` leaves that are not policy outputs keep their identity (env root leaves and
     carried recurrent state), so they are copied from fixed sources. ``constant_keys``
     are root leaves the fast path never changes from their zero value (the root done
     flags: a fast step writes only observations and state into the root, a fast reset
     sets the flags to ``False``): they stay as allocated and are not copied.
     """
-    nb = pin.batch_dims
+    nb = policy_input.batch_dims
     steps = buffer.batch_size[nb]
-    root_keys = [k for k in leaf_keys(pin) if k not in out_keys and k not in constant_keys]
+    root_keys = [k for k in leaf_keys(policy_input) if k not in out_keys and k not in constant_keys]
     next_keys = leaf_keys(env_next)
     pre = (slice(None),) * nb
     plans = []
     for t in range(steps):
         idx = (*pre, t)
         plan = StepPlan()
-        plan.root = [_pair(buffer.get(k)[idx], pin.get(k)) for k in root_keys]
+        plan.root = [_pair(buffer.get(k)[idx], policy_input.get(k)) for k in root_keys]
         plan.outs = [(k, buffer.get(k)[idx]) for k in out_keys]
         plan.next = [_pair(buffer.get((NEXT, *k))[idx], env_next.get(k)) for k in next_keys]
         plans.append(plan)

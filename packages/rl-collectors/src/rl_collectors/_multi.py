@@ -92,7 +92,9 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         frames_per_batch: frames per yielded batch.
         total_frames: frames in total (exact), ``-1`` for no limit.
         sync: synchronous (``True``) or asynchronous schedule.
-        update_at_each_batch: push the policy's weights before each batch.
+        update_at_each_batch: push the policy's weights after each yielded batch (when the
+            loop asks for the next one); a worker loads them when it starts its next
+            batch (with ``sync=False`` the batch it is already collecting keeps the old ones).
         in_process: run the workers in this process, one after the other (debugging:
             pdb, cProfile); same code path, no processes.
         timeout: seconds a batch or reply may take before the worker is declared hung.
@@ -263,7 +265,7 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
 
     @profiled("MultiCollector.update_policy_weights_")
     def update_policy_weights_(self, policy_or_weights: Any = None) -> int:
-        """Write new weights into the shared copy the workers read before each batch.
+        """Write new weights into the shared copy each worker reads when it starts a batch.
 
         Returns:
             The new policy version (batches collected with it carry it).

@@ -115,8 +115,8 @@ class StreamSyncActor:
         self.actor = actor
         self.stream = torch.cuda.current_stream(device)
 
-    def __call__(self, pin: TensorDictBase) -> None:
-        self.actor(pin)
+    def __call__(self, policy_input: TensorDictBase) -> None:
+        self.actor(policy_input)
         self.stream.synchronize()
 
 

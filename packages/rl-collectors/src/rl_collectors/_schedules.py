@@ -1,4 +1,8 @@
-"""Sync and async schedules: the only difference between the multi-process collectors.
+"""Sync and async schedules of ``MultiCollector``: what ``MultiSyncCollector`` and
+``MultiAsyncCollector`` choose between (``sync=True`` / ``False``: which workers are asked
+to collect, when, and the batch's shape, ``[W, *B, T]`` or one worker's ``[*B, T]``).
+Workers, weights, commands and shutdown are ``MultiCollector``'s, shared by both. The
+remote collectors have sync and async loops of their own (``_distributed_base.py``).
 
 A schedule turns worker replies into batches. Both copy the workers' shared-memory
 batches out (``torch.stack`` for sync, ``clone`` for async) before a worker may write

@@ -32,8 +32,8 @@ class PolicyActor:
     def __init__(self, policy: Any) -> None:
         self.policy = policy
 
-    def __call__(self, pin: TensorDictBase) -> None:
-        self.policy(pin)
+    def __call__(self, policy_input: TensorDictBase) -> None:
+        self.policy(policy_input)
 
 
 class RandomActor:
@@ -52,14 +52,14 @@ class RandomActor:
         self.pairs: list[tuple[torch.Tensor, tuple[torch.Tensor, ...]]] = []
         self.t = 0
 
-    def begin(self, steps: int, pin: TensorDictBase) -> None:
-        """Draw the actions of the next ``steps`` calls, to be written into ``pin``'s
+    def begin(self, steps: int, policy_input: TensorDictBase) -> None:
+        """Draw the actions of the next ``steps`` calls, to be written into ``policy_input``'s
         action leaves (fetched here: a policy's ``set`` may have replaced them)."""
         draws = self.spec.rand((steps,))
-        self.pairs = [(pin.get(key), draws.get(key).unbind(0)) for key in self.keys]
+        self.pairs = [(policy_input.get(key), draws.get(key).unbind(0)) for key in self.keys]
         self.t = 0
 
-    def __call__(self, pin: TensorDictBase) -> None:
+    def __call__(self, policy_input: TensorDictBase) -> None:
         t = self.t
         for dst, rows in self.pairs:
             dst.copy_(rows[t])
@@ -69,22 +69,22 @@ class RandomActor:
 class DevicePolicyActor:
     """Run the policy on ``device``: copy its inputs there, copy its outputs back.
 
-    The inputs are the non-output leaves of ``pin``; both sides are preallocated, so a
+    The inputs are the non-output leaves of ``policy_input``; both sides are preallocated, so a
     step costs one ``copy_`` per leaf and direction.
     """
 
-    def __init__(self, policy: Any, pin: TensorDictBase, out_keys: list[tuple], device: torch.device) -> None:
+    def __init__(self, policy: Any, policy_input: TensorDictBase, out_keys: list[tuple], device: torch.device) -> None:
         self.policy = policy
-        self.inputs = pin.exclude(*out_keys).to(device)
-        self.in_pairs = [(self.inputs.get(k), pin.get(k)) for k in leaf_keys(self.inputs)]
+        self.inputs = policy_input.exclude(*out_keys).to(device)
+        self.in_pairs = [(self.inputs.get(k), policy_input.get(k)) for k in leaf_keys(self.inputs)]
         self.out_keys = out_keys
 
-    def __call__(self, pin: TensorDictBase) -> None:
+    def __call__(self, policy_input: TensorDictBase) -> None:
         for dst, src in self.in_pairs:
             dst.copy_(src, non_blocking=True)
         self.policy(self.inputs)
         for key in self.out_keys:
-            pin.get(key).copy_(self.inputs.get(key), non_blocking=True)
+            policy_input.get(key).copy_(self.inputs.get(key), non_blocking=True)
 
 
 class TrajectoryLimit:

@@ -385,7 +385,6 @@ class EnvBase:
             self._set_seed(None)
             return None
         self._rng.manual_seed(int(seed))
-        self.action_checks_left = max(self.action_checks_left, 0)
         self._set_seed(int(seed))
         return int(seed) + max(1, self.batch_size.numel())
 

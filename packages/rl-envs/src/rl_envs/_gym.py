@@ -331,8 +331,13 @@ class GymEnv(GymWrapper):
             vector entry point, to the vector env (ALE: ``grayscale``, ``img_height``,
             ``stack_num``, ``noop_max``, ``episodic_life``, ``frameskip``, ...). A vector
             entry point that takes ``autoreset_mode`` gets ``SAME_STEP`` unless given.
+        categorical_action_encoding: passed to :class:`GymWrapper`: ``Discrete`` actions as
+            integers (default) or one-hot.
+        frame_skip: passed to :class:`GymWrapper`: repeat each action this many times.
+        info_keys: passed to :class:`GymWrapper`: info entries exported as observations.
+        device: passed to :class:`GymWrapper`: must be CPU.
 
-    The other keyword arguments are :class:`GymWrapper`'s.
+    ``GymWrapper``'s ``partial_reset`` is not taken: it is detected from the vector env.
 
     Raises:
         ValueError: ``num_envs`` < 1 or an unknown ``vectorization_mode``.
