@@ -6,6 +6,9 @@ Checks the targets that are met; prints (does not assert) rl-collectors' line co
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib
+import inspect
 from pathlib import Path
 
 import rl_collectors
@@ -13,6 +16,9 @@ import rl_collectors.exceptions
 import rl_envs
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("rl_profiling", "rl_envs", "rl_collectors", "rl_replay", "rl_objectives",
+            "rl_recurrent", "rl_modules")
+MAX_PARAMETERS = 15
 COLLECTORS = ROOT / "packages" / "rl-collectors" / "src" / "rl_collectors"
 PRIVATE_ACCESS_ALLOWED: set[tuple[str, str]] = set()
 """``(module file, "obj._name")`` pairs allowed to touch another object's private attribute.
@@ -79,6 +85,36 @@ def test_every_env_is_a_fast_path_env() -> None:
     finally:
         env.close()
     assert not isinstance(lambda: env, rl_envs.FastPathEnv)
+
+
+def constructor_parameters(cls: type) -> int:
+    """Parameters of ``cls(...)``, ``self`` left out (``*args``/``**kwargs`` count one each)."""
+    return len([p for p in inspect.signature(cls.__init__).parameters.values() if p.name != "self"])
+
+
+def test_no_public_constructor_over_fifteen_parameters() -> None:
+    """Options dataclasses (``CollectorOptions``, ``RemoteOptions``, ...) are left out: a
+    documented field per option is the remedy for a long signature, not an instance of it."""
+    too_long, seen = [], 0
+    for package in PACKAGES:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if not inspect.isclass(obj) or dataclasses.is_dataclass(obj):
+                continue
+            seen += 1
+            if constructor_parameters(obj) > MAX_PARAMETERS:
+                too_long.append(f"{package}.{name}: {constructor_parameters(obj)}")
+    assert seen > 100, f"only {seen} public classes found: is __all__ read?"
+    assert too_long == [], f"constructors over {MAX_PARAMETERS} parameters: {too_long}"
+
+
+def test_the_parameter_count_sees_a_long_constructor() -> None:
+    class Long:
+        def __init__(self, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, *args, **kwargs):  # noqa: E741
+            pass
+
+    assert constructor_parameters(Long) == 18
 
 
 def test_rl_collectors_line_count() -> None:

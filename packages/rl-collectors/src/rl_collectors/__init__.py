@@ -35,7 +35,7 @@ from rl_collectors._multi import (
     MultiCollector,
     MultiSyncCollector,
 )
-from rl_collectors._options import CollectorOptions
+from rl_collectors._options import CollectorOptions, RemoteOptions
 from rl_collectors._ray import RayCollector
 from rl_collectors._ray_weight_sync import RayWeightUpdater
 from rl_collectors._rpc import RPCDataCollector
@@ -77,6 +77,7 @@ __all__ = [
     "RPCDataCollector",
     "RayCollector",
     "RayWeightUpdater",
+    "RemoteOptions",
     "SyncDataCollector",
     "TrajCounter",
     "WorkerError",

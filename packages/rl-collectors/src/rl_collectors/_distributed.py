@@ -31,7 +31,6 @@ import torch.distributed as dist
 from rl_profiling import Timing, profiling_env
 from tensordict import TensorDictBase
 
-from rl_collectors._collector import Collector
 from rl_collectors._distributed_base import RemoteCollectorBase
 from rl_collectors._distributed_links import RankLinks
 from rl_collectors._distributed_worker import (
@@ -52,6 +51,7 @@ from rl_collectors._distributed_worker import (
 )
 from rl_collectors._flat import FlatLayout
 from rl_collectors._launchers import make_launcher
+from rl_collectors._options import RemoteOptions
 from rl_collectors.exceptions import WorkerError
 from rl_collectors.weight_sync import weights_of
 
@@ -81,32 +81,16 @@ class DistributedDataCollector(RemoteCollectorBase):
             can be updated with :meth:`update_policy_weights_`.
         frames_per_batch: frames per yielded batch.
         total_frames: frames in total, ``-1`` for an endless iterator.
-        num_collectors: number of collector ranks (default: the length of
-            ``create_env_fn`` when it is a list, else 1).
+        sync: synchronous or asynchronous (default) schedule (see above).
         backend: ``"gloo"`` (the one tested) or ``"mpi"`` (needs a torch built with MPI);
             ``"nccl"`` is refused for now: batches travel as CPU tensors.
-        launcher: ``"mp"`` (processes on this machine), ``"submitit"`` (one job per rank),
-            ``"submitit_delayed"`` (ranks started by ``submitit_delayed_launcher``) or
-            ``None`` (use the process group you initialised, e.g. under torchrun).
-        num_workers_per_collector: env copies given to a ``MultiCollector`` class.
-        collector_class: the collector each rank hosts (default ``Collector``).
-        collector_kwargs: its options; ``postproc``, ``replay_buffer``,
-            ``post_collect_hook`` and ``split_trajs`` run on the trainer.
-        sync: synchronous or asynchronous schedule (see above).
-        tcp_port: the trainer's store port; ``None`` picks a free one (not for
-            ``"submitit_delayed"``, whose jobs need to know it).
-        master_addr: the address ranks connect to (default: ``127.0.0.1`` for local
-            launchers, this host's name for Slurm).
-        update_after_each_batch: push the policy's weights after each yielded batch.
-        submitit_executor: ``"auto"``, ``"slurm"``, ``"local"`` or a submitit Executor.
-        submitit_folder: submitit's log folder.
-        slurm_kwargs: submitit ``update_parameters`` for the collector jobs.
-        timeout: seconds a batch or reply may take.
-        start_timeout: seconds the ranks may take to start (process, imports, env).
-        num_threads: ``torch.set_num_threads`` on each rank (``None``: leave it).
+        options: a :class:`~rl_collectors.RemoteOptions`; every field of it is also
+            accepted as a keyword here (``num_collectors=2``, ``launcher="submitit"``,
+            ``collector_kwargs=...``, ``timeout=...``, ...), replacing the option's value.
 
     Raises:
         ValueError: a bad argument (the message names it).
+        TypeError: a keyword that is no ``RemoteOptions`` field (the message names it).
         ModuleNotFoundError: ``launcher="submitit"`` without submitit installed.
         WorkerError: a rank failed to start (its rank and error are in the message).
 
@@ -130,33 +114,21 @@ class DistributedDataCollector(RemoteCollectorBase):
         *,
         frames_per_batch: int,
         total_frames: int = -1,
-        num_collectors: int | None = None,
-        backend: str = "gloo",
-        launcher: str | None = "mp",
-        num_workers_per_collector: int = 1,
-        collector_class: type = Collector,
-        collector_kwargs: dict[str, Any] | None = None,
         sync: bool = False,
-        tcp_port: int | None = None,
-        master_addr: str | None = None,
-        update_after_each_batch: bool = False,
-        submitit_executor: Any = "auto",
-        submitit_folder: str = "submitit_logs",
-        slurm_kwargs: dict[str, Any] | None = None,
-        timeout: float = 300.0,
-        start_timeout: float = 300.0,
-        num_threads: int | None = 1,
+        backend: str = "gloo",
+        options: RemoteOptions | None = None,
+        **keywords: Any,
     ) -> None:
+        opts = RemoteOptions.merge(type(self).__name__, options, keywords)
         if backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         if backend == "nccl":
             raise ValueError("backend: 'nccl' is not supported yet (batches travel as CPU byte tensors, which NCCL "
                              "cannot send); use 'gloo' and move each batch to the GPU on the trainer")
-        if launcher == "submitit_delayed" and tcp_port is None:
+        if opts.launcher == "submitit_delayed" and opts.tcp_port is None:
             raise ValueError("tcp_port: launcher='submitit_delayed' needs the port given to submitit_delayed_launcher")
-        self._setup(create_env_fn, policy, frames_per_batch, total_frames, num_collectors, sync, collector_class,
-                    collector_kwargs, num_workers_per_collector, update_after_each_batch, timeout)
-        self.backend, self.launcher_name = backend, launcher
+        self._setup(create_env_fn, policy, frames_per_batch, total_frames, sync, opts)
+        self.backend, self.launcher_name = backend, opts.launcher
         self.timing = Timing("DistributedDataCollector trainer")
         self._store: Any = None
         self._owns_group = False
@@ -164,9 +136,9 @@ class DistributedDataCollector(RemoteCollectorBase):
         self._versions = [0] * self.num_collectors
         self._weights_flat: torch.Tensor | None = None
         try:
-            launcher_obj = make_launcher(launcher, submitit_executor, submitit_folder, slurm_kwargs)
-            self._join(launcher_obj, tcp_port, master_addr, start_timeout)
-            self._start_ranks(num_threads, start_timeout)
+            launcher_obj = make_launcher(opts.launcher, opts.submitit_executor, opts.submitit_folder, opts.slurm_kwargs)
+            self._join(launcher_obj, opts.tcp_port, opts.master_addr, opts.start_timeout)
+            self._start_ranks(opts.num_threads, opts.start_timeout)
         except BaseException:
             self.shutdown()
             raise

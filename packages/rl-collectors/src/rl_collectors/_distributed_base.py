@@ -19,7 +19,7 @@ from tensordict import TensorDictBase
 
 from rl_collectors._base import BaseCollector
 from rl_collectors._collector import Collector
-from rl_collectors._options import CollectorOptions
+from rl_collectors._options import CollectorOptions, RemoteOptions
 from rl_collectors._profiling import WorkersProfilingMixin
 from rl_collectors._worker import call_name
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
@@ -43,13 +43,13 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
     kind = "worker"
     timing: Timing
 
-    def _setup(self, create_env_fn: Any, policy: Any, frames_per_batch: int, total_frames: int,
-               num_collectors: int | None, sync: bool, collector_class: type, collector_kwargs: Any,
-               num_workers_per_collector: int, update_after_each_batch: bool, timeout: float) -> None:
+    def _setup(self, create_env_fn: Any, policy: Any, frames_per_batch: int, total_frames: int, sync: bool,
+               opts: RemoteOptions) -> None:
         self._closed = True  # until the ranks are up; shutdown() is safe at any point
-        self.env_fns = self._env_fns(create_env_fn, num_collectors)
+        self.remote_options = opts
+        self.env_fns = self._env_fns(create_env_fn, opts.num_collectors)
         self.num_collectors, self.sync = len(self.env_fns), bool(sync)
-        kwargs = dict(collector_kwargs or {})
+        kwargs = dict(opts.collector_kwargs or {})
         if kwargs.get("weight_updater") is not None:
             raise ValueError(
                 "collector_kwargs: weight_updater: the remote collectors push the trainer's weights themselves "
@@ -57,23 +57,17 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
                 "its next request); RayCollector takes a RayWeightUpdater as its own weight_updater= argument"
             )
         self.options = CollectorOptions(**{k: kwargs[k] for k in _TRAINER_SIDE if k in kwargs})
-        if not isinstance(collector_class, type):
-            raise TypeError(f"collector_class: expected a collector class, got {collector_class!r}")
+        collector_class = opts.collector_class or Collector
         if issubclass(collector_class, Collector):
             CollectorOptions(**kwargs)  # validate the ranks' options here, before starting anything
-        if isinstance(num_workers_per_collector, bool) or not isinstance(num_workers_per_collector, int) \
-                or num_workers_per_collector < 1:
-            raise ValueError(f"num_workers_per_collector: expected an int >= 1, got {num_workers_per_collector!r}")
-        if not timeout > 0:
-            raise ValueError(f"timeout: expected a number of seconds > 0, got {timeout!r}")
         CollectorOptions.check_frames(frames_per_batch, total_frames, self.num_collectors if self.sync else 1)
         self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
         self.per_rank = frames_per_batch // self.num_collectors if self.sync else frames_per_batch
-        self.collector_class, self.num_workers_per_collector = collector_class, num_workers_per_collector
+        self.collector_class, self.num_workers_per_collector = collector_class, opts.num_workers_per_collector
         self.rank_kwargs = {k: v for k, v in kwargs.items() if k not in _TRAINER_SIDE}
         # what cannot reach a rank at all (a lock, an open file) is named before any rank starts
         portable_dumps((self.env_fns, policy, self.rank_kwargs), "create_env_fn, policy or collector_kwargs")
-        self.update_after_each_batch, self.timeout = bool(update_after_each_batch), float(timeout)
+        self.update_after_each_batch, self.timeout = bool(opts.update_after_each_batch), float(opts.timeout)
         self.policy, self.frames, self.policy_version = policy, 0, 0
         self._has_weights = isinstance(policy, torch.nn.Module) and weights_of(policy) is not None
         self._busy: set[int] = set()
@@ -82,9 +76,6 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
 
     @staticmethod
     def _env_fns(create_env_fn: Any, num_collectors: int | None) -> list[Any]:
-        if num_collectors is not None and (isinstance(num_collectors, bool) or not isinstance(num_collectors, int)
-                                           or num_collectors < 1):
-            raise ValueError(f"num_collectors: expected an int >= 1 or None, got {num_collectors!r}")
         if not isinstance(create_env_fn, Sequence):
             if not callable(create_env_fn):
                 raise TypeError(f"create_env_fn: expected a callable or a list of callables, got {create_env_fn!r}")

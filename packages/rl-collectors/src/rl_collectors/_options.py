@@ -1,7 +1,9 @@
-"""``CollectorOptions``: the keyword options every collector accepts, validated once."""
+"""``CollectorOptions``: the keyword options every collector accepts, validated once;
+``RemoteOptions``: those the remote collectors share."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +12,7 @@ from tensordict.nn import InteractionType
 
 from rl_collectors._policy import resolve_interaction
 
-__all__ = ["CollectorOptions"]
+__all__ = ["CollectorOptions", "RemoteOptions"]
 
 
 def _check_count(name: str, value: Any, minimum: int, allow_none: bool = False) -> None:
@@ -173,3 +175,108 @@ class CollectorOptions:
                 f"total_frames: expected a multiple of the number of sub-envs ({num_rows}) so "
                 f"that it is honoured exactly, got {total_frames}"
             )
+
+
+@dataclass
+class RemoteOptions:
+    """Options of the remote collectors (:class:`~rl_collectors.RayCollector`,
+    :class:`~rl_collectors.DistributedDataCollector`, :class:`~rl_collectors.RPCDataCollector`),
+    documented once here.
+
+    Each field is also a keyword argument of those collectors, under the same (TorchRL's)
+    name: ``RayCollector(make_env, policy, frames_per_batch=200, num_collectors=2)``. Build
+    a ``RemoteOptions`` to reuse a set of them (``options=opts``); keywords given beside
+    it replace its fields. A keyword that is no field raises ``TypeError`` naming it.
+
+    Attributes:
+        num_collectors: number of remote collectors (ranks, RPC workers or actors);
+            default: the length of ``create_env_fn`` when it is a list, else 1.
+        collector_class: the collector each one hosts (``None``: ``Collector``).
+        collector_kwargs: its keyword options (see :class:`CollectorOptions`);
+            ``postproc``, ``replay_buffer``, ``post_collect_hook`` and ``split_trajs`` run
+            on the trainer.
+        num_workers_per_collector: env copies given to a ``MultiCollector`` class.
+        update_after_each_batch: push the policy's weights after each yielded batch.
+        timeout: seconds a batch or a reply may take before the remote collector is
+            declared hung.
+        start_timeout: seconds the remote collectors may take to start (process,
+            imports, env).
+        launcher: how the torch.distributed and RPC collectors start their ranks:
+            ``"mp"`` (processes on this machine), ``"submitit"`` (one job per rank),
+            ``"submitit_delayed"`` (ranks started by ``submitit_delayed_launcher``;
+            torch.distributed only) or ``None`` (the process group you initialised, e.g.
+            under torchrun; torch.distributed only). Ray starts its own actors.
+        tcp_port: the trainer's store port; ``None`` picks a free one (not for
+            ``"submitit_delayed"``, whose jobs need to know it).
+        master_addr: the address ranks connect to (default: ``127.0.0.1`` for local
+            launchers, this host's name for Slurm).
+        submitit_executor: ``"auto"``, ``"slurm"``, ``"local"`` or a submitit Executor.
+        submitit_folder: submitit's log folder.
+        slurm_kwargs: submitit ``update_parameters`` for the collector jobs.
+        num_threads: ``torch.set_num_threads`` on each rank (``None``: leave it); Ray
+            actors get their CPUs from ``remote_config`` instead.
+
+    Examples:
+        >>> opts = RemoteOptions(num_collectors=2, timeout=60.0)
+        >>> opts.launcher, opts.timeout
+        ('mp', 60.0)
+        >>> RemoteOptions(timeout=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: timeout: expected a number of seconds > 0, got 0
+    """
+
+    num_collectors: int | None = None
+    collector_class: type | None = None
+    collector_kwargs: dict[str, Any] | None = None
+    num_workers_per_collector: int = 1
+    update_after_each_batch: bool = False
+    timeout: float = 300.0
+    start_timeout: float = 300.0
+    launcher: str | None = "mp"
+    tcp_port: int | None = None
+    master_addr: str | None = None
+    submitit_executor: Any = "auto"
+    submitit_folder: str = "submitit_logs"
+    slurm_kwargs: dict[str, Any] | None = None
+    num_threads: int | None = 1
+
+    LAUNCH_FIELDS = ("launcher", "tcp_port", "master_addr", "submitit_executor", "submitit_folder",
+                     "slurm_kwargs", "num_threads", "num_workers_per_collector")
+    """The fields ``RayCollector`` has no use for: they must keep their defaults there."""
+
+    def __post_init__(self) -> None:
+        _check_count("num_collectors", self.num_collectors, 1, allow_none=True)
+        _check_count("num_workers_per_collector", self.num_workers_per_collector, 1)
+        _check_count("num_threads", self.num_threads, 1, allow_none=True)
+        if self.collector_class is not None and not isinstance(self.collector_class, type):
+            raise TypeError(f"collector_class: expected a collector class, got {self.collector_class!r}")
+        for name in ("timeout", "start_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name}: expected a number of seconds > 0, got {value!r}")
+
+    @classmethod
+    def merge(cls, owner: str, options: RemoteOptions | None, keywords: dict[str, Any]) -> RemoteOptions:
+        """``options`` (or the defaults) with a collector's keyword arguments applied.
+
+        Raises:
+            TypeError: ``options`` is not a ``RemoteOptions``, or a keyword is no field
+                (TorchRL-only names say what to use instead).
+        """
+        fields = {f.name for f in dataclasses.fields(cls)}
+        for name in sorted(keywords.keys() - fields):
+            hint = TORCHRL_ONLY.get(name, f"expected one of RemoteOptions' fields: {', '.join(sorted(fields))}")
+            raise TypeError(f"{owner}: unexpected keyword argument {name!r}; {hint}")
+        if options is None:
+            return cls(**keywords)
+        if not isinstance(options, cls):
+            raise TypeError(f"options: expected a RemoteOptions, got {type(options).__name__}")
+        return dataclasses.replace(options, **keywords)
+
+    def refuse_launch_fields(self, owner: str) -> None:
+        """Raise ``ValueError`` naming a launch field set away from its default (Ray)."""
+        for f in dataclasses.fields(self):
+            if f.name in self.LAUNCH_FIELDS and getattr(self, f.name) != f.default:
+                raise ValueError(f"{f.name}: {owner} starts its actors through Ray and does not take it "
+                                 f"(got {getattr(self, f.name)!r}); give actors resources with remote_config")

@@ -34,8 +34,8 @@ from typing import Any
 from rl_profiling import Timing, profiling_env
 from tensordict import TensorDictBase
 
-from rl_collectors._collector import Collector
 from rl_collectors._distributed_base import RemoteCollectorBase
+from rl_collectors._options import RemoteOptions
 from rl_collectors._ray_actor import CollectorActor
 from rl_collectors._ray_weight_sync import RayWeightUpdater, import_ray
 from rl_collectors.exceptions import WorkerError
@@ -90,26 +90,24 @@ class RayCollector(RemoteCollectorBase):
             weights gets a :class:`RayWeightUpdater`.
         frames_per_batch: frames per yielded batch.
         total_frames: frames in total, ``-1`` for an endless iterator.
-        num_collectors: number of actors (default: the length of ``create_env_fn`` when
-            it is a list, else 1).
-        sync: synchronous (``True``) or asynchronous schedule.
+        sync: synchronous (``True``, default) or asynchronous schedule.
         ray_init_config: keyword arguments of ``ray.init`` when Ray is not running.
         remote_config: actor options (``num_cpus``, ``num_gpus``, ``memory``,
             ``resources``, ``runtime_env``, ...), one dict for all actors or one per
             actor; default ``{"num_cpus": 1}``.
-        collector_class: the collector each actor hosts (default ``Collector``).
-        collector_kwargs: its keyword options; ``postproc``, ``replay_buffer``,
-            ``post_collect_hook`` and ``split_trajs`` run on the driver.
-        update_after_each_batch: push the policy's weights after each yielded batch.
         weight_updater: a :class:`RayWeightUpdater` (built with or without its source,
             TorchRL's ``RayWeightUpdater()``; this collector binds its policy); default:
             one made here when the policy has weights.
-        timeout: seconds a batch or reply may take before the actor is declared hung.
-        start_timeout: seconds the actors may take to start (process, imports, env).
+        options: a :class:`~rl_collectors.RemoteOptions`; every field of it is also
+            accepted as a keyword here (``num_collectors=2``, ``collector_kwargs=...``,
+            ``timeout=...``, ...), replacing the option's value. The launch fields
+            (``launcher``, ``tcp_port``, ``num_threads``, ...) must keep their defaults:
+            Ray starts the actors.
 
     Raises:
         ModuleNotFoundError: Ray is not installed (``pip install rl-collectors[ray]``).
         ValueError: a bad argument (the message names it).
+        TypeError: a keyword that is no ``RemoteOptions`` field (the message names it).
         WorkerError: an actor failed to start (its index and error are in the message).
 
     Examples:
@@ -133,23 +131,20 @@ class RayCollector(RemoteCollectorBase):
         *,
         frames_per_batch: int,
         total_frames: int = -1,
-        num_collectors: int | None = None,
         sync: bool = True,
         ray_init_config: dict[str, Any] | None = None,
         remote_config: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
-        collector_class: type = Collector,
-        collector_kwargs: dict[str, Any] | None = None,
-        update_after_each_batch: bool = False,
         weight_updater: RayWeightUpdater | None = None,
-        timeout: float = 300.0,
-        start_timeout: float = 300.0,
+        options: RemoteOptions | None = None,
+        **keywords: Any,
     ) -> None:
+        opts = RemoteOptions.merge(type(self).__name__, options, keywords)
+        opts.refuse_launch_fields(type(self).__name__)
         if weight_updater is not None and not isinstance(weight_updater, RayWeightUpdater):
             raise ValueError(f"weight_updater: expected a RayWeightUpdater (or None) for Ray actors, got "
                              f"{type(weight_updater).__name__}, which cannot reach another process")
         self._pending: dict[Any, int] = {}  # in-flight collect calls: ObjectRef -> actor index
-        self._setup(create_env_fn, policy, frames_per_batch, total_frames, num_collectors, sync, collector_class,
-                    collector_kwargs, 1, update_after_each_batch, timeout)
+        self._setup(create_env_fn, policy, frames_per_batch, total_frames, sync, opts)
         self.timing = Timing("RayCollector driver")
         try:
             configs = self._remote_configs(remote_config)
@@ -163,7 +158,7 @@ class RayCollector(RemoteCollectorBase):
             elif weight_updater is not None:
                 weight_updater.bind(None, source=policy if self._has_weights else None)
             self._start_ray(ray_init_config)
-            self._start_actors(configs, start_timeout)
+            self._start_actors(configs, opts.start_timeout)
         except BaseException:
             self.shutdown()
             raise

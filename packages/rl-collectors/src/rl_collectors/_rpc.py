@@ -35,10 +35,10 @@ from rl_envs.processes import loads as portable_loads
 from rl_profiling import Timing, profiling_env
 from tensordict import TensorDictBase
 
-from rl_collectors._collector import Collector
 from rl_collectors._distributed_base import RemoteCollectorBase
 from rl_collectors._distributed_worker import READY_KEY, RankRuntime
 from rl_collectors._launchers import make_launcher
+from rl_collectors._options import RemoteOptions
 from rl_collectors.exceptions import CollectorError, WorkerError
 
 __all__ = ["RPCDataCollector", "run_rpc_rank"]
@@ -136,25 +136,15 @@ class RPCDataCollector(RemoteCollectorBase):
         policy: as for ``Collector``, sent to every worker.
         frames_per_batch: frames per yielded batch.
         total_frames: frames in total, ``-1`` for an endless iterator.
-        num_collectors: number of RPC collector workers.
-        launcher: ``"mp"`` or ``"submitit"`` (see ``DistributedDataCollector``).
-        num_workers_per_collector: env copies given to a ``MultiCollector`` class.
-        collector_class: the collector each worker hosts (default ``Collector``).
-        collector_kwargs: its options; ``postproc``, ``replay_buffer``,
-            ``post_collect_hook`` and ``split_trajs`` run on the trainer.
         sync: synchronous or asynchronous (default) schedule.
-        tcp_port: the rendezvous port (``None``: a free one).
-        master_addr: the address workers connect to (default as for the launcher).
-        update_after_each_batch: push the policy's weights after each yielded batch.
-        submitit_executor: ``"auto"``, ``"slurm"``, ``"local"`` or a submitit Executor.
-        submitit_folder: submitit's log folder.
-        slurm_kwargs: submitit ``update_parameters`` for the collector jobs.
-        timeout: seconds an RPC call may take.
-        start_timeout: seconds the workers may take to start.
-        num_threads: ``torch.set_num_threads`` on each worker (``None``: leave it).
+        options: a :class:`~rl_collectors.RemoteOptions` (``launcher``: ``"mp"`` or
+            ``"submitit"``); every field of it is also accepted as a keyword here
+            (``num_collectors=2``, ``collector_kwargs=...``, ``timeout=...``, ...),
+            replacing the option's value.
 
     Raises:
         ValueError: a bad argument (the message names it).
+        TypeError: a keyword that is no ``RemoteOptions`` field (the message names it).
         WorkerError: a worker failed to start (its rank and error are in the message).
         CollectorError: an ``RPCDataCollector`` was already built in this process: torch's
             RPC cannot be initialised twice in one process (pytorch/pytorch#46491), and
@@ -180,28 +170,16 @@ class RPCDataCollector(RemoteCollectorBase):
         *,
         frames_per_batch: int,
         total_frames: int = -1,
-        num_collectors: int | None = None,
-        launcher: str = "mp",
-        num_workers_per_collector: int = 1,
-        collector_class: type = Collector,
-        collector_kwargs: dict[str, Any] | None = None,
         sync: bool = False,
-        tcp_port: int | None = None,
-        master_addr: str | None = None,
-        update_after_each_batch: bool = False,
-        submitit_executor: Any = "auto",
-        submitit_folder: str = "submitit_logs",
-        slurm_kwargs: dict[str, Any] | None = None,
-        timeout: float = 300.0,
-        start_timeout: float = 300.0,
-        num_threads: int | None = 1,
+        options: RemoteOptions | None = None,
+        **keywords: Any,
     ) -> None:
-        if launcher not in ("mp", "submitit"):
-            raise ValueError(f"launcher: expected 'mp' or 'submitit' for RPCDataCollector, got {launcher!r}")
+        opts = RemoteOptions.merge(type(self).__name__, options, keywords)
+        if opts.launcher not in ("mp", "submitit"):
+            raise ValueError(f"launcher: expected 'mp' or 'submitit' for RPCDataCollector, got {opts.launcher!r}")
         if _STATE.get("initialised"):  # before any worker starts
             raise CollectorError(ONCE_PER_PROCESS)
-        self._setup(create_env_fn, policy, frames_per_batch, total_frames, num_collectors, sync, collector_class,
-                    collector_kwargs, num_workers_per_collector, update_after_each_batch, timeout)
+        self._setup(create_env_fn, policy, frames_per_batch, total_frames, sync, opts)
         self.timing = Timing("RPCDataCollector trainer")
         self._store: Any = None
         self._rpc_up = False
@@ -211,9 +189,10 @@ class RPCDataCollector(RemoteCollectorBase):
         self._weights: TensorDictBase | None = None
         self._versions = [0] * self.num_collectors
         try:
-            launcher_obj = make_launcher(launcher, submitit_executor, submitit_folder, slurm_kwargs)
-            self._join(launcher_obj, tcp_port, master_addr, start_timeout)
-            self._start_collectors(num_threads, start_timeout)
+            launcher_obj = make_launcher(opts.launcher, opts.submitit_executor, opts.submitit_folder,
+                                         opts.slurm_kwargs)
+            self._join(launcher_obj, opts.tcp_port, opts.master_addr, opts.start_timeout)
+            self._start_collectors(opts.num_threads, opts.start_timeout)
         except BaseException:
             self.shutdown()
             raise
