@@ -17,7 +17,14 @@ import torch
 from rl_profiling import profiled
 from tensordict import TensorDictBase
 
-from rl_envs._batched_worker import SPEC_NAMES, STEP_MSG, WorkerPool, env_meta
+from rl_envs._batched_worker import (
+    SPEC_NAMES,
+    STEP_MSG,
+    WorkerPool,
+    env_meta,
+    env_state,
+    load_env_state,
+)
 from rl_envs._buffers import zero_buffers
 from rl_envs._env import EnvBase
 from rl_envs.processes import dumps as portable_dumps
@@ -136,6 +143,27 @@ class _BatchedEnv(EnvBase):
             None if seed is None else seed + i * self._sub_numel for i in range(self.num_workers)
         ]
 
+    def state_dict(self) -> dict[str, Any]:
+        """Each sub-env's state, in worker order: what ``TransformedEnv`` sub-envs keep
+        (``VecNorm`` / ``ObservationNorm`` statistics, ...), ``{}`` for one with none;
+        not the simulators' own state (a restored env is reset)."""
+        return {"workers": self._worker_states()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` into the sub-envs (the same number of them).
+
+        Raises:
+            ValueError: ``state`` holds another number of workers.
+        """
+        workers = state.get("workers") if isinstance(state, dict) else None
+        if not isinstance(workers, list) or len(workers) != self.num_workers:
+            got = "no worker list" if not isinstance(workers, list) else f"{len(workers)} workers"
+            raise ValueError(
+                f"state: expected the state of {self.num_workers} workers "
+                f"({type(self).__name__}.state_dict()), got {got}"
+            )
+        self._load_worker_states(workers)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_workers={self.num_workers}, batch_size={tuple(self.batch_size)}, device={self.device})"
 
@@ -221,6 +249,13 @@ class SerialEnv(_BatchedEnv):
         for i, partial in zip(*self._reset_rows(reset_mask), strict=True):
             self._envs[i].fast_reset(reset_mask[i].clone() if partial else None)
         return self._root_buf  # type: ignore[return-value]
+
+    def _worker_states(self) -> list[dict[str, Any]]:
+        return [env_state(env) for env in self._envs]
+
+    def _load_worker_states(self, states: list[dict[str, Any]]) -> None:
+        for env, state in zip(self._envs, states, strict=True):
+            load_env_state(env, state)
 
     def _set_seed(self, seed: int | None) -> None:
         for env, s in zip(self._envs, self._worker_seeds(seed), strict=True):
@@ -353,15 +388,15 @@ class ParallelEnv(_BatchedEnv):
             self._root_buf.update_(self._own_root)  # type: ignore[union-attr]
             self._next_buf.update_(self._own_next)  # type: ignore[union-attr]
 
-    def _run(self, indices: list[int], cmd: str, args: list[Any] | None = None) -> None:
-        """Run a command on some workers. On any failure, or an interrupt while answers are
-        in flight (they would be read as the answers to the next command), close the env."""
+    def _run(self, indices: list[int], cmd: str, args: list[Any] | None = None) -> list[Any]:
+        """Run a command on some workers; their answers. On any failure, or an interrupt
+        while answers are in flight (they would be read as the answers to the next
+        command), close the env."""
         try:
             if cmd == "step":
                 self._pool.send(indices, STEP_MSG, cmd)
-                self._pool.gather(indices, cmd)
-            else:
-                self._pool.call(indices, cmd, args)
+                return self._pool.gather(indices, cmd)
+            return self._pool.call(indices, cmd, args)
         except BaseException:
             self.close()
             raise
@@ -399,6 +434,14 @@ class ParallelEnv(_BatchedEnv):
     def _set_seed(self, seed: int | None) -> None:
         self._check_open()
         self._run(self._all_workers, "seed", self._worker_seeds(seed))
+
+    def _worker_states(self) -> list[dict[str, Any]]:
+        self._check_open()
+        return self._run(self._all_workers, "state_dict")
+
+    def _load_worker_states(self, states: list[dict[str, Any]]) -> None:
+        self._check_open()
+        self._run(self._all_workers, "load_state_dict", states)
 
     def _close(self) -> None:
         self._finalizer()

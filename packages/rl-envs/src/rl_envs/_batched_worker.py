@@ -47,7 +47,7 @@ from tensordict import TensorDictBase
 from rl_envs.exceptions import WorkerError
 from rl_envs.processes import Portable, start_process, stop_processes
 
-__all__ = ["WorkerPool", "env_meta", "worker_main"]
+__all__ = ["WorkerPool", "env_meta", "env_state", "load_env_state", "worker_main"]
 
 PARENT_POLL_S = 1.0
 """How often an idle worker checks that the main process is still alive."""
@@ -72,6 +72,25 @@ SPEC_NAMES = (
     "full_reward_spec",
     "full_done_spec",
 )
+
+
+def env_state(env: Any) -> dict[str, Any]:
+    """``env.state_dict()`` (e.g. a ``TransformedEnv``'s transforms), ``{}`` when it has none."""
+    return env.state_dict() if hasattr(env, "state_dict") else {}
+
+
+def load_env_state(env: Any, state: dict[str, Any]) -> None:
+    """Restore :func:`env_state` into ``env``.
+
+    Raises:
+        ValueError: ``state`` is not empty and ``env`` has no ``load_state_dict``.
+    """
+    if hasattr(env, "load_state_dict"):
+        env.load_state_dict(state)
+    elif state:
+        raise ValueError(
+            f"state: {type(env).__name__} keeps no state, got one with keys {sorted(state)}"
+        )
 
 
 def env_meta(env: Any) -> dict[str, Any]:
@@ -107,6 +126,12 @@ class _Worker:
 
     def seed(self, seed: int | None) -> None:
         self.env.set_seed(seed)
+
+    def state_dict(self, _: Any) -> dict[str, Any]:
+        return env_state(self.env)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        load_env_state(self.env, state)
 
     def close(self, _: Any) -> None:
         self.env.close()
@@ -190,11 +215,12 @@ def _serve(index: int, conn: connection.Connection, create_env_fn: Portable, kwa
         while (msg := _next_command(conn, poller)) is not None:
             cmd, arg = msg
             try:
-                getattr(worker, cmd)(arg)
+                result = getattr(worker, cmd)(arg)
             except Exception:
                 conn.send(("error", traceback.format_exc()))
                 continue
-            conn.send_bytes(OK_MSG)
+            # a payload by value (plain pickle: its tensors are copied, not shared)
+            conn.send_bytes(OK_MSG if result is None else pickle.dumps(("ok", result)))
             if cmd == "close":
                 return
     finally:
