@@ -98,38 +98,45 @@ def _gae(value, next_value, reward, done, terminated, gamma, coef, advantage, ta
                 target[o, t, i] = x + v
 
 
-def _td_step(nv, r, d, m, gamma, lmbda, last, x):  # noqa: ANN001, ANN202
-    """One step back: ``G_t`` from ``G_{t+1} = x`` (``last``: the batch's last step)."""
+def _td_step(nv, r, d, m, gamma, bootstrap, trace, x):  # noqa: ANN001, ANN202
+    """One step back: ``G_t`` from ``G_{t+1} = x``; ``d`` true at a cut (a done or the
+    batch's last step). ``bootstrap = gamma (1 - lmbda)`` and ``trace = gamma lmbda``, so
+    the carried chain is one multiply and one add, as in GAE."""
     g = np.float64(r)
     if m:
         return g
-    if d or last:
+    if d:
         return g + gamma * nv
-    return g + gamma * ((1.0 - lmbda) * nv + lmbda * x)
+    return g + bootstrap * nv + trace * x
 
 
 def _td_lambda_rows(next_value, reward, done, terminated, gamma, lmbda, out):  # noqa: ANN001, ANN202
     """``G_t = r_t + gamma (1 - m_t)[(1 - l_t) V' + l_t G_{t+1}]`` on ``[O, T]`` arrays,
     the last step a cut."""
     outer, steps = reward.shape
+    bootstrap, trace = gamma * (1.0 - lmbda), gamma * lmbda
     for o in range(outer):
-        x = 0.0
-        for t in range(steps - 1, -1, -1):
+        x = _td_step_jit(next_value[o, steps - 1], reward[o, steps - 1], True,
+                         terminated[o, steps - 1], gamma, bootstrap, trace, 0.0)
+        out[o, steps - 1] = x
+        for t in range(steps - 2, -1, -1):
             x = _td_step_jit(next_value[o, t], reward[o, t], done[o, t], terminated[o, t],
-                             gamma, lmbda, t == steps - 1, x)
+                             gamma, bootstrap, trace, x)
             out[o, t] = x
 
 
 def _td_lambda(next_value, reward, done, terminated, gamma, lmbda, out):  # noqa: ANN001, ANN202
     """:func:`_td_lambda_rows` on ``[O, T, I]`` arrays, ``I > 1``."""
     outer, steps, inner = reward.shape
+    bootstrap, trace = gamma * (1.0 - lmbda), gamma * lmbda
     running = np.zeros(inner)
     for o in range(outer):
         running[:] = 0.0
         for t in range(steps - 1, -1, -1):
             for i in range(inner):
-                x = _td_step_jit(next_value[o, t, i], reward[o, t, i], done[o, t, i],
-                                 terminated[o, t, i], gamma, lmbda, t == steps - 1, running[i])
+                cut = done[o, t, i] != 0 or t == steps - 1
+                x = _td_step_jit(next_value[o, t, i], reward[o, t, i], cut,
+                                 terminated[o, t, i], gamma, bootstrap, trace, running[i])
                 running[i] = x
                 out[o, t, i] = x
 
