@@ -60,7 +60,10 @@ def test_the_private_access_check_sees_what_it_must() -> None:
         "    self._a, _keys._b, env.step\n"
         "    env._fast_step(self.env._buffers, self.__class__)\n"
     )
-    assert private_accesses(source, "rl_collectors") == ["4: env._fast_step", "4: self.env._buffers"]
+    assert private_accesses(source, "rl_collectors") == [
+        "4: env._fast_step",
+        "4: self.env._buffers",
+    ]
 
 
 def test_no_rl_collectors_module_touches_another_objects_private_attribute() -> None:
@@ -69,7 +72,9 @@ def test_no_rl_collectors_module_touches_another_objects_private_attribute() -> 
         for hit in private_accesses(path.read_text(), "rl_collectors"):
             if (path.name, hit.split(": ", 1)[1]) not in PRIVATE_ACCESS_ALLOWED:
                 found.append(f"{path.name}:{hit}")
-    assert found == [], "private attributes of other objects (make them public API):\n" + "\n".join(found)
+    assert found == [], "private attributes of other objects (make them public API):\n" + "\n".join(
+        found
+    )
 
 
 def test_one_worker_error_for_envs_and_collectors() -> None:

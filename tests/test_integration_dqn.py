@@ -14,9 +14,9 @@ import pytest
 import torch
 from rl_collectors import MultiSyncCollector
 from rl_envs import Categorical, GymEnv
+from rl_modules import MLP, EGreedyModule, QValueActor
 from rl_objectives import DQNLoss, HardUpdate
 from rl_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
-from rl_modules import MLP, EGreedyModule, QValueActor
 from tensordict.nn import TensorDictSequential
 from torch import nn
 

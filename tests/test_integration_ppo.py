@@ -11,9 +11,9 @@ import pytest
 import torch
 from rl_collectors import Collector
 from rl_envs import GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
+from rl_modules import MLP, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
-from rl_modules import MLP, ProbabilisticActor, ValueOperator
 from tensordict.nn import TensorDictModule
 from torch import nn
 

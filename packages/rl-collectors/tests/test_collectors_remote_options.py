@@ -33,8 +33,11 @@ def test_a_bad_option_is_named_whether_given_as_keyword_or_dataclass(cls: type) 
 
 @pytest.mark.parametrize("cls", REMOTE)
 def test_a_keyword_that_is_no_option_is_named(cls: type) -> None:
-    with pytest.raises(TypeError, match=rf"{cls.__name__}: unexpected keyword argument 'num_colectors'; "
-                                        r"expected one of RemoteOptions' fields: .*num_collectors"):
+    with pytest.raises(
+        TypeError,
+        match=rf"{cls.__name__}: unexpected keyword argument 'num_colectors'; "
+        r"expected one of RemoteOptions' fields: .*num_collectors",
+    ):
         cls(MAKE_ENV, frames_per_batch=8, num_colectors=2)
     with pytest.raises(TypeError, match=r"'storing_devices'.*pass storing_device="):
         cls(MAKE_ENV, frames_per_batch=8, storing_devices=["cpu"])

@@ -21,8 +21,16 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from rl_envs import Categorical, Composite, EnvBase, GymEnv, Unbounded
-from rl_envs import ParallelEnv, SerialEnv, WorkerError
+from rl_envs import (
+    Categorical,
+    Composite,
+    EnvBase,
+    GymEnv,
+    ParallelEnv,
+    SerialEnv,
+    Unbounded,
+    WorkerError,
+)
 from rl_envs.exceptions import EnvClosedError
 from tensordict import TensorDict
 

@@ -19,7 +19,10 @@ def test_message_puts_the_workers_exception_on_the_first_line() -> None:
     text = _formatted_traceback()
     err = WorkerError(2, "raised during 'step'", text, owner="ParallelEnv")
     lines = str(err).splitlines()
-    assert lines[0] == "ParallelEnv worker 2: raised during 'step': ValueError: no env called Nope-v0 here"
+    assert (
+        lines[0]
+        == "ParallelEnv worker 2: raised during 'step': ValueError: no env called Nope-v0 here"
+    )
     assert lines[1] == "--- traceback in worker 2 ---"
     assert (err.worker_index, err.remote_traceback, err.alive) == (2, text, False)
     assert str(WorkerError(0, "died (exit code -9)")) == "worker 0: died (exit code -9)"

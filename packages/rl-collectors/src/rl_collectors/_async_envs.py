@@ -45,13 +45,16 @@ def make_env(create_env_fn: Any) -> FastPathEnv:
     env = build_env(create_env_fn)
     if env.batch_size.numel() != 1:
         raise ValueError(
-            f"create_env_fn: expected a single env (batch_size () or (1,)), got batch_size={tuple(env.batch_size)}; "
+            "create_env_fn: expected a single env (batch_size () or (1,)), got "
+            f"batch_size={tuple(env.batch_size)}; "
             "AsyncBatchedCollector batches across envs itself (use GymEnv(..., num_envs=1))"
         )
     return env
 
 
-def _bind(env: FastPathEnv, idx: int, slots: tuple[TensorDictBase, TensorDictBase, torch.Tensor]) -> torch.Tensor:
+def _bind(
+    env: FastPathEnv, idx: int, slots: tuple[TensorDictBase, TensorDictBase, torch.Tensor]
+) -> torch.Tensor:
     root, nxt, action = slots
     env.bind_buffers(root[idx], nxt[idx])
     return action[idx]
@@ -72,14 +75,18 @@ def _env_loop(env: FastPathEnv, action: torch.Tensor, send: Any, recv: Any) -> N
 class ThreadEnvPool:
     """One thread per env; envs are built here, in the calling thread."""
 
-    def __init__(self, create_env_fns: list[Any], slots: tuple, envs: list[Any] | None = None) -> None:
+    def __init__(
+        self, create_env_fns: list[Any], slots: tuple, envs: list[Any] | None = None
+    ) -> None:
         self.envs = envs if envs is not None else [make_env(fn) for fn in create_env_fns]
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.outboxes = [queue.SimpleQueue() for _ in self.envs]
         self.threads = []
         for i, env in enumerate(self.envs):
             action = _bind(env, i, slots)
-            t = threading.Thread(target=self._run, args=(i, env, action), name=f"rl-async-env-{i}", daemon=True)
+            t = threading.Thread(
+                target=self._run, args=(i, env, action), name=f"rl-async-env-{i}", daemon=True
+            )
             self.threads.append(t)
 
     def start(self, timeout: float) -> None:
@@ -123,7 +130,9 @@ class ThreadEnvPool:
 
 
 # -- processes ----------------------------------------------------------------------------
-def process_main(idx: int, create_env_fn: Portable, slots: tuple, conn: Any, filter_warnings: bool) -> None:
+def process_main(
+    idx: int, create_env_fn: Portable, slots: tuple, conn: Any, filter_warnings: bool
+) -> None:
     """Process target: load the env constructor, build the env, bind it to its slot row,
     serve steps. A failure to load or build is sent to the server as a traceback."""
     if filter_warnings:
@@ -154,7 +163,9 @@ def process_main(idx: int, create_env_fn: Portable, slots: tuple, conn: Any, fil
 class ProcessEnvPool:
     """One spawned process per env; ``slots`` must be in shared memory."""
 
-    def __init__(self, create_env_fns: list[Any], slots: tuple, filter_warnings: bool = True) -> None:
+    def __init__(
+        self, create_env_fns: list[Any], slots: tuple, filter_warnings: bool = True
+    ) -> None:
         ctx = mp.get_context("spawn")
         self.conns: list[Any] = []
         self.processes: list[Any] = []
@@ -162,10 +173,14 @@ class ProcessEnvPool:
             for i, fn in enumerate(create_env_fns):
                 conn, child = ctx.Pipe()
                 self.conns.append(conn)
-                p = ctx.Process(target=process_main, args=(i, Portable(fn, "create_env_fn"), slots, child,
-                                                           filter_warnings), name=f"rl-async-env-{i}")
+                p = ctx.Process(
+                    target=process_main,
+                    args=(i, Portable(fn, "create_env_fn"), slots, child, filter_warnings),
+                    name=f"rl-async-env-{i}",
+                )
                 try:
-                    start_process(p)  # pickles the env constructor: one that cannot cross raises here
+                    # pickles the env constructor: one that cannot cross raises here
+                    start_process(p)
                 finally:
                     child.close()
                 self.processes.append(p)
@@ -202,7 +217,9 @@ class ProcessEnvPool:
         try:
             self.conns[i].send_bytes(_ACT)
         except (BrokenPipeError, OSError):
-            raise WorkerError(i, f"cannot send the action (exit code {self.processes[i].exitcode})") from None
+            raise WorkerError(
+                i, f"cannot send the action (exit code {self.processes[i].exitcode})"
+            ) from None
 
     def close(self, timeout: float = 5.0) -> None:
         """Ask every worker to stop, then terminate and kill the stragglers; bounded."""

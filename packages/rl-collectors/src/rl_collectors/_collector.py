@@ -105,13 +105,24 @@ class Collector(BaseCollector, ProfilingMixin):
         opts.check_frames(frames_per_batch, total_frames, num_rows)
         self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
         self.steps = frames_per_batch // num_rows
-        self.env_device = torch.device(opts.env_device) if opts.env_device is not None else self.env.device
-        self.policy_device = torch.device(opts.policy_device) if opts.policy_device is not None else self.env_device
-        self.storing_device = torch.device(opts.storing_device) if opts.storing_device is not None else self.env_device
+        self.env_device = (
+            torch.device(opts.env_device) if opts.env_device is not None else self.env.device
+        )
+        self.policy_device = (
+            torch.device(opts.policy_device) if opts.policy_device is not None else self.env_device
+        )
+        self.storing_device = (
+            torch.device(opts.storing_device)
+            if opts.storing_device is not None
+            else self.env_device
+        )
         self._source_policy = policy
         self.policy = prepare_policy(policy, self.env, self.policy_device)
-        self._random_only = policy is None  # every batch from RandomActor (no RandomPolicy call per step)
-        self.weight_updater: WeightUpdaterBase = bind_updater(opts.weight_updater, self.policy, policy)
+        # every batch from RandomActor (no RandomPolicy call per step)
+        self._random_only = policy is None
+        self.weight_updater: WeightUpdaterBase = bind_updater(
+            opts.weight_updater, self.policy, policy
+        )
         self._build(shared=False)
         self.frames = 0
         self.iterations = 0
@@ -131,7 +142,9 @@ class Collector(BaseCollector, ProfilingMixin):
         if self.policy_device != self.env_device:
             probe = probe.to(self.policy_device)
         opts = self.options
-        self.out_keys = find_outputs(self.policy, probe, self.env.action_keys, opts.interaction, opts.trust_policy)
+        self.out_keys = find_outputs(
+            self.policy, probe, self.env.action_keys, opts.interaction, opts.trust_policy
+        )
         if opts.trust_policy:
             self.env.action_checks_left = 0  # the env's value checks of the first actions
         outputs = probe.select(*self.out_keys).to(self.env_device)
@@ -159,19 +172,25 @@ class Collector(BaseCollector, ProfilingMixin):
         if shared and not self.buffer.is_shared():
             self.buffer.share_memory_()
         root_flags = [nested(k) for k in self.env.done_keys]
-        self._plans = build_plans(self.buffer, self.policy_input, self._env_bufs[1], self.out_keys, root_flags)
+        self._plans = build_plans(
+            self.buffer, self.policy_input, self._env_bufs[1], self.out_keys, root_flags
+        )
         self._choose_strategies()
 
     def _choose_strategies(self) -> None:
         opts = self.options
         forward = policy_forward(self.policy, opts, self.policy_device)
         if self.policy_device != self.env_device:
-            self._policy_actor: Any = DevicePolicyActor(forward, self.policy_input, self.out_keys, self.policy_device)
+            self._policy_actor: Any = DevicePolicyActor(
+                forward, self.policy_input, self.out_keys, self.policy_device
+            )
             if self.policy_device.type == "cuda" and not opts.no_cuda_sync:
                 self._policy_actor = StreamSyncActor(self._policy_actor, self.policy_device)
         else:
             self._policy_actor = PolicyActor(forward)
-        self._random_actor = RandomActor(self.env.full_action_spec, [nested(k) for k in self.env.action_keys])
+        self._random_actor = RandomActor(
+            self.env.full_action_spec, [nested(k) for k in self.env.action_keys]
+        )
         self._after_step: list[Callable[[int], None]] = []
         self._limit = None
         if opts.max_frames_per_traj is not None:
@@ -222,12 +241,19 @@ class Collector(BaseCollector, ProfilingMixin):
         random = self._random_only or self.frames < self.options.init_random_frames
         if random:
             self._random_actor.begin(steps, self.policy_input)
-        with self._hook(), self.timing.add_time("rollout"), torch.no_grad(), exploration_context(self.options.interaction):
+        with (
+            self._hook(),
+            self.timing.add_time("rollout"),
+            torch.no_grad(),
+            exploration_context(self.options.interaction),
+        ):
             self._run(steps, self._random_actor if random else self._policy_actor)
         view = self.buffer[..., :steps] if steps < self.steps else self.buffer
         rows = self._traj.num_rows
         done = view.get((NEXT, DONE)).reshape(rows, steps)
-        view.get(TRAJ_IDS).copy_(self._traj.assign(done, new_start=new_start).reshape(view.batch_size))
+        view.get(TRAJ_IDS).copy_(
+            self._traj.assign(done, new_start=new_start).reshape(view.batch_size)
+        )
         view.get(POLICY_VERSION).fill_(self.policy_version)
         self.frames += view.numel()
         self.iterations += 1
@@ -284,7 +310,10 @@ class Collector(BaseCollector, ProfilingMixin):
             ValueError: ``worker_idx`` is not in ``[0, num_workers)``.
         """
         if not 0 <= worker_idx < num_workers:
-            raise ValueError(f"bind_worker: expected 0 <= worker_idx < num_workers={num_workers}, got {worker_idx}")
+            raise ValueError(
+                f"bind_worker: expected 0 <= worker_idx < num_workers={num_workers}, "
+                f"got {worker_idx}"
+            )
         self.init_worker_profiling(worker_idx)
         self._traj = TrajCounter(self._traj.num_rows, stride=num_workers, offset=worker_idx)
 

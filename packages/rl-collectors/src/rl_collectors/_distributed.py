@@ -1,4 +1,4 @@
-"""``DistributedDataCollector`` / ``DistributedSyncDataCollector``: collectors over torch.distributed.
+"""``DistributedDataCollector`` / ``DistributedSyncDataCollector``: torch.distributed collectors.
 
 Wiring (one place):
 
@@ -123,10 +123,15 @@ class DistributedDataCollector(RemoteCollectorBase):
         if backend not in BACKENDS:
             raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
         if backend == "nccl":
-            raise ValueError("backend: 'nccl' is not supported yet (batches travel as CPU byte tensors, which NCCL "
-                             "cannot send); use 'gloo' and move each batch to the GPU on the trainer")
+            raise ValueError(
+                "backend: 'nccl' is not supported yet (batches travel as CPU byte tensors, "
+                "which NCCL cannot send); use 'gloo' and move each batch to the GPU on the trainer"
+            )
         if opts.launcher == "submitit_delayed" and opts.tcp_port is None:
-            raise ValueError("tcp_port: launcher='submitit_delayed' needs the port given to submitit_delayed_launcher")
+            raise ValueError(
+                "tcp_port: launcher='submitit_delayed' needs the port given to "
+                "submitit_delayed_launcher"
+            )
         self._setup(create_env_fn, policy, frames_per_batch, total_frames, sync, opts)
         self.backend, self.launcher_name = backend, opts.launcher
         self.timing = Timing("DistributedDataCollector trainer")
@@ -136,7 +141,9 @@ class DistributedDataCollector(RemoteCollectorBase):
         self._versions = [0] * self.num_collectors
         self._weights_flat: torch.Tensor | None = None
         try:
-            launcher_obj = make_launcher(opts.launcher, opts.submitit_executor, opts.submitit_folder, opts.slurm_kwargs)
+            launcher_obj = make_launcher(
+                opts.launcher, opts.submitit_executor, opts.submitit_folder, opts.slurm_kwargs
+            )
             self._join(launcher_obj, opts.tcp_port, opts.master_addr, opts.start_timeout)
             self._start_ranks(opts.num_threads, opts.start_timeout)
         except BaseException:
@@ -144,22 +151,32 @@ class DistributedDataCollector(RemoteCollectorBase):
             raise
 
     # -- start-up ----------------------------------------------------------------------------
-    def _join(self, launcher: Any, tcp_port: int | None, master_addr: str | None, timeout: float) -> None:
+    def _join(
+        self, launcher: Any, tcp_port: int | None, master_addr: str | None, timeout: float
+    ) -> None:
         """Host the store, start the ranks, wait for their ready keys, join the group."""
         world = self.num_collectors + 1
         wait = datetime.timedelta(seconds=timeout)
         if self.launcher_name is None:
             if not dist.is_initialized() or dist.get_world_size() != world or dist.get_rank() != 0:
-                raise ValueError(f"launcher: None needs an initialised process group of world size {world} "
-                                 f"(num_collectors + 1) with this process as rank 0")
+                raise ValueError(
+                    f"launcher: None needs an initialised process group of world size {world} "
+                    f"(num_collectors + 1) with this process as rank 0"
+                )
             return
         if dist.is_initialized():
-            raise ValueError("launcher: this process is already in a process group; pass launcher=None to use it")
+            raise ValueError(
+                "launcher: this process is already in a process group; pass launcher=None to use it"
+            )
         addr = master_addr or getattr(launcher, "default_addr", "127.0.0.1")
-        self._store = dist.TCPStore("0.0.0.0", tcp_port or 0, world, is_master=True, wait_for_workers=False,
-                                    timeout=wait)
+        self._store = dist.TCPStore(
+            "0.0.0.0", tcp_port or 0, world, is_master=True, wait_for_workers=False, timeout=wait
+        )
         if launcher is not None:
-            args = [(addr, self._store.port, r, world, self.backend, self.timeout) for r in range(1, world)]
+            args = [
+                (addr, self._store.port, r, world, self.backend, self.timeout)
+                for r in range(1, world)
+            ]
             self.handles = {h.rank: h for h in launcher.launch(run_rank, args)}
         self._wait_ready(timeout)
         dist.init_process_group(self.backend, store=self._store, rank=0, world_size=world,
@@ -173,26 +190,44 @@ class DistributedDataCollector(RemoteCollectorBase):
             while not self._store.check([key]):
                 handle = getattr(self, "handles", {}).get(rank)
                 if handle is not None and not handle.alive():
-                    raise WorkerError(rank - 1, f"rank {rank} ended before joining ({handle.describe()})")
+                    raise WorkerError(
+                        rank - 1, f"rank {rank} ended before joining ({handle.describe()})"
+                    )
                 if time.monotonic() > deadline:
-                    raise WorkerError(rank - 1, f"rank {rank} did not join within {timeout} s (processes start "
-                                                "Python and import torch; raise start_timeout)")
+                    raise WorkerError(
+                        rank - 1,
+                        f"rank {rank} did not join within {timeout} s (processes start "
+                        "Python and import torch; raise start_timeout)",
+                    )
                 time.sleep(0.05)
 
     def _start_ranks(self, num_threads: int | None, timeout: float) -> None:
         handles = getattr(self, "handles", {})
         alive = (lambda r: handles[r].alive()) if handles else None
         self._links = RankLinks(self.num_collectors, self.timeout, alive, self._describe)
-        has_weights = isinstance(self.policy, torch.nn.Module) and weights_of(self.policy) is not None
+        has_weights = (
+            isinstance(self.policy, torch.nn.Module) and weights_of(self.policy) is not None
+        )
         self._weights_layout = FlatLayout.of(weights_of(self.policy)) if has_weights else None
-        spec = {"collector_class": self.collector_class, "create_env_fn": None, "policy": self.policy,
-                "frames_per_batch": self.per_rank, "kwargs": self.rank_kwargs, "num_threads": num_threads,
-                "num_workers_per_collector": self.num_workers_per_collector, "num_collectors": self.num_collectors,
-                "profiling": bool(profiling_env()), "weights_layout": self._weights_layout}
+        spec = {
+            "collector_class": self.collector_class,
+            "create_env_fn": None,
+            "policy": self.policy,
+            "frames_per_batch": self.per_rank,
+            "kwargs": self.rank_kwargs,
+            "num_threads": num_threads,
+            "num_workers_per_collector": self.num_workers_per_collector,
+            "num_collectors": self.num_collectors,
+            "profiling": bool(profiling_env()),
+            "weights_layout": self._weights_layout,
+        }
         for rank, fn in enumerate(self.env_fns, start=1):
             data = dumps({**spec, "create_env_fn": fn}, "create_env_fn, policy or collector_kwargs")
             self._request(rank, header(OP_SPEC, data.numel(), 0), data, "start")
-        infos = [self._links.wait([r], KIND_READY, "start", timeout)[1] for r in range(1, self.num_collectors + 1)]
+        infos = [
+            self._links.wait([r], KIND_READY, "start", timeout)[1]
+            for r in range(1, self.num_collectors + 1)
+        ]
         self._ready(infos)
         self._links.layout = self.layouts[0]
 

@@ -31,7 +31,8 @@ _TRAINER_SIDE = ("postproc", "replay_buffer", "post_collect_hook", "split_trajs"
 
 
 def _concat(batches: list[TensorDictBase]) -> TensorDictBase:
-    """Remote collectors' batches ``[B0, ..., T]`` -> ``[N * B0, ..., T]``; unbatched ``[T]`` -> ``[N, T]``."""
+    """Remote collectors' batches ``[B0, ..., T]`` -> ``[N * B0, ..., T]``; unbatched
+    ``[T]`` -> ``[N, T]``."""
     if batches[0].batch_dims > 1:
         return torch.cat(batches, 0)
     return torch.stack(batches, 0)
@@ -43,8 +44,15 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
     kind = "worker"
     timing: Timing
 
-    def _setup(self, create_env_fn: Any, policy: Any, frames_per_batch: int, total_frames: int, sync: bool,
-               opts: RemoteOptions) -> None:
+    def _setup(
+        self,
+        create_env_fn: Any,
+        policy: Any,
+        frames_per_batch: int,
+        total_frames: int,
+        sync: bool,
+        opts: RemoteOptions,
+    ) -> None:
         self._closed = True  # until the ranks are up; shutdown() is safe at any point
         self.remote_options = opts
         self.env_fns = self._env_fns(create_env_fn, opts.num_collectors)
@@ -52,22 +60,33 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
         kwargs = dict(opts.collector_kwargs or {})
         if kwargs.get("weight_updater") is not None:
             raise ValueError(
-                "collector_kwargs: weight_updater: the remote collectors push the trainer's weights themselves "
-                "(update_policy_weights_() sends them once per version; each remote collector loads them with "
-                "its next request); RayCollector takes a RayWeightUpdater as its own weight_updater= argument"
+                "collector_kwargs: weight_updater: the remote collectors push the trainer's "
+                "weights themselves (update_policy_weights_() sends them once per version; each "
+                "remote collector loads them with its next request); RayCollector takes a "
+                "RayWeightUpdater as its own weight_updater= argument"
             )
         self.options = CollectorOptions(**{k: kwargs[k] for k in _TRAINER_SIDE if k in kwargs})
         collector_class = opts.collector_class or Collector
         if issubclass(collector_class, Collector):
             CollectorOptions(**kwargs)  # validate the ranks' options here, before starting anything
-        CollectorOptions.check_frames(frames_per_batch, total_frames, self.num_collectors if self.sync else 1)
+        CollectorOptions.check_frames(
+            frames_per_batch, total_frames, self.num_collectors if self.sync else 1
+        )
         self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
         self.per_rank = frames_per_batch // self.num_collectors if self.sync else frames_per_batch
-        self.collector_class, self.num_workers_per_collector = collector_class, opts.num_workers_per_collector
+        self.collector_class, self.num_workers_per_collector = (
+            collector_class,
+            opts.num_workers_per_collector,
+        )
         self.rank_kwargs = {k: v for k, v in kwargs.items() if k not in _TRAINER_SIDE}
         # what cannot reach a rank at all (a lock, an open file) is named before any rank starts
-        portable_dumps((self.env_fns, policy, self.rank_kwargs), "create_env_fn, policy or collector_kwargs")
-        self.update_after_each_batch, self.timeout = bool(opts.update_after_each_batch), float(opts.timeout)
+        portable_dumps(
+            (self.env_fns, policy, self.rank_kwargs), "create_env_fn, policy or collector_kwargs"
+        )
+        self.update_after_each_batch, self.timeout = (
+            bool(opts.update_after_each_batch),
+            float(opts.timeout),
+        )
         self.policy, self.frames, self.policy_version = policy, 0, 0
         self._has_weights = isinstance(policy, torch.nn.Module) and weights_of(policy) is not None
         self._busy: set[int] = set()
@@ -78,12 +97,18 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
     def _env_fns(create_env_fn: Any, num_collectors: int | None) -> list[Any]:
         if not isinstance(create_env_fn, Sequence):
             if not callable(create_env_fn):
-                raise TypeError(f"create_env_fn: expected a callable or a list of callables, got {create_env_fn!r}")
+                raise TypeError(
+                    "create_env_fn: expected a callable or a list of callables, "
+                    f"got {create_env_fn!r}"
+                )
             return [create_env_fn] * (num_collectors or 1)
         fns = list(create_env_fn)
         if not fns or (num_collectors is not None and len(fns) != num_collectors):
-            raise ValueError(f"create_env_fn: expected a non-empty list of length num_collectors={num_collectors}, "
-                             f"got {len(fns)} constructors")
+            raise ValueError(
+                "create_env_fn: expected a non-empty list of length "
+                f"num_collectors={num_collectors}, "
+                f"got {len(fns)} constructors"
+            )
         return fns
 
     def _ready(self, infos: list[dict[str, Any]]) -> None:
@@ -92,11 +117,15 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
         self.rank_info = infos
         self.layouts = [info.get("layout") for info in infos]
         if any(layout != self.layouts[0] for layout in self.layouts):
-            raise ValueError("create_env_fn: every collector must produce the same batch layout (keys, shapes, "
-                             "dtypes); got different ones")
+            raise ValueError(
+                "create_env_fn: every collector must produce the same batch layout (keys, shapes, "
+                "dtypes); got different ones"
+            )
         rows = sorted({int(info["num_rows"]) for info in infos})
         if len(rows) != 1:
-            raise ValueError(f"create_env_fn: every env must have the same number of sub-envs, got {rows}")
+            raise ValueError(
+                f"create_env_fn: every env must have the same number of sub-envs, got {rows}"
+            )
         self.num_rows = rows[0]
         CollectorOptions.check_frames(self.frames_per_batch, self.total_frames,
                                       self.num_rows * (self.num_collectors if self.sync else 1))
@@ -125,7 +154,9 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
             batches: dict[int, TensorDictBase] = {}
             with self.timing.add_time("wait"):
                 while len(batches) < self.num_collectors:
-                    idx, batch = self._receive_batch([i for i in range(self.num_collectors) if i not in batches])
+                    idx, batch = self._receive_batch(
+                        [i for i in range(self.num_collectors) if i not in batches]
+                    )
                     batches[idx] = batch
             with self.timing.add_time("concat"):
                 batch = _concat([batches[i] for i in range(self.num_collectors)])
@@ -171,12 +202,18 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
         """
         self._check_open()
         if not self._has_weights:
-            raise CollectorError(f"update_policy_weights_: the collectors' policy ({type(self.policy).__name__}) "
-                                 "has no weights to update")
+            raise CollectorError(
+                f"update_policy_weights_: the collectors' policy ({type(self.policy).__name__}) "
+                "has no weights to update"
+            )
         source = policy_or_weights if policy_or_weights is not None else self.policy
-        weights = weights_of(source) if isinstance(source, (torch.nn.Module, TensorDictBase)) else None
+        weights = (
+            weights_of(source) if isinstance(source, (torch.nn.Module, TensorDictBase)) else None
+        )
         if weights is None:
-            raise CollectorError(f"update_policy_weights_: {type(source).__name__} has no weights to send")
+            raise CollectorError(
+                f"update_policy_weights_: {type(source).__name__} has no weights to send"
+            )
         self._push_weights(weights)
         self.policy_version += 1
         return self.policy_version
@@ -207,13 +244,17 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
         """
         name = call_name(name, self.collector_class)
         if len(list_of_args) != self.num_collectors:
-            raise ValueError(f"map_fn: list_of_args: expected {self.num_collectors} entries (one per collector), "
-                             f"got {len(list_of_args)}")
+            raise ValueError(
+                f"map_fn: list_of_args: expected {self.num_collectors} entries "
+                "(one per collector), "
+                f"got {len(list_of_args)}"
+            )
         args = [a if isinstance(a, tuple) else (a,) for a in list_of_args]
         return self._guarded_call(range(self.num_collectors), name, args)
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int | None:
-        """Seed collector ``i``'s env with the seed returned by collector ``i - 1``; returns the last."""
+        """Seed collector ``i``'s env with the seed returned by collector ``i - 1``; returns
+        the last."""
         for i in range(self.num_collectors):
             seed = self._guarded_call([i], "set_seed", [(seed, static_seed)])[0]
         return seed
@@ -242,8 +283,11 @@ class RemoteCollectorBase(BaseCollector, WorkersProfilingMixin):
 
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(num_collectors={self.num_collectors}, sync={self.sync}, "
-                f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames}, frames={self.frames})")
+        return (
+            f"{type(self).__name__}(num_collectors={self.num_collectors}, sync={self.sync}, "
+            f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames}, "
+            f"frames={self.frames})"
+        )
 
     # -- transport hooks ----------------------------------------------------------------------
     def _collect_request(self, idx: int, steps: int) -> None:

@@ -88,7 +88,9 @@ class RankLinks:
             self._queue.put((rank, kind, payload))
 
     # -- waiting (main thread) -----------------------------------------------------------------
-    def wait(self, ranks: Sequence[int], kind: int, what: str, timeout: float | None = None) -> tuple[int, Any]:
+    def wait(
+        self, ranks: Sequence[int], kind: int, what: str, timeout: float | None = None
+    ) -> tuple[int, Any]:
         """The first ``kind`` reply from any of ``ranks``: ``(rank, payload)``.
 
         Raises:
@@ -109,16 +111,22 @@ class RankLinks:
             if got == _LOST:
                 raise self.lost(rank, what, payload)
             if got == KIND_ERROR:
-                raise WorkerError(rank - 1, f"rank {rank} ({self._describe(rank)}) raised (in {what!r})", payload)
+                raise WorkerError(
+                    rank - 1, f"rank {rank} ({self._describe(rank)}) raised (in {what!r})", payload
+                )
             self._stash[rank].setdefault(got, deque()).append(payload)
 
     def _check(self, ranks: Sequence[int], deadline: float, timeout: float, what: str) -> None:
         for rank in ranks:
             if self._alive is not None and not self._alive(rank):
-                raise WorkerError(rank - 1, f"rank {rank} died ({self._describe(rank)}) during {what!r}")
+                raise WorkerError(
+                    rank - 1, f"rank {rank} died ({self._describe(rank)}) during {what!r}"
+                )
         if time.monotonic() > deadline:
             names = ", ".join(str(r) for r in ranks)
-            raise WorkerError(ranks[0] - 1, f"no reply to {what!r} within {timeout} s from rank(s) {names}")
+            raise WorkerError(
+                ranks[0] - 1, f"no reply to {what!r} within {timeout} s from rank(s) {names}"
+            )
 
     def lost(self, rank: int, what: str, err: BaseException) -> WorkerError:
         """The ``WorkerError`` for a failed send or receive with ``rank``."""
@@ -127,8 +135,12 @@ class RankLinks:
         while self._alive is not None and self._alive(rank) and time.monotonic() < deadline:
             time.sleep(0.02)
         if "closed" in text.lower() or (self._alive is not None and not self._alive(rank)):
-            return WorkerError(rank - 1, f"rank {rank} died ({self._describe(rank)}) during {what!r}: {text}")
-        return WorkerError(rank - 1, f"rank {rank} ({self._describe(rank)}) failed during {what!r}: {text}")
+            return WorkerError(
+                rank - 1, f"rank {rank} died ({self._describe(rank)}) during {what!r}: {text}"
+            )
+        return WorkerError(
+            rank - 1, f"rank {rank} ({self._describe(rank)}) failed during {what!r}: {text}"
+        )
 
     def close(self, timeout: float = 3.0) -> None:
         """Let idle threads exit; join them (busy ones end when their rank's connection closes)."""

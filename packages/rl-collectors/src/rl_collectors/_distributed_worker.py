@@ -84,7 +84,9 @@ class RankRuntime:
         from rl_collectors._collector import Collector
         from rl_collectors._multi import MultiCollector
 
-        if spec["profiling"] or ARMED:  # match the trainer (warns if it is armed and this rank is not)
+        if (
+            spec["profiling"] or ARMED
+        ):  # match the trainer (warns if it is armed and this rank is not)
             set_profiling_enabled(spec["profiling"])
         torch.set_num_threads(spec.get("num_threads") or torch.get_num_threads())
         cls, n = spec["collector_class"], spec["num_collectors"]
@@ -92,8 +94,13 @@ class RankRuntime:
         if isinstance(cls, type) and issubclass(cls, MultiCollector):
             fn = [fn] * spec["num_workers_per_collector"]
         self.idx, self.num_collectors = idx, n
-        self.collector = c = cls(fn, spec["policy"], frames_per_batch=spec["frames_per_batch"], total_frames=-1,
-                                 **spec["kwargs"])
+        self.collector = c = cls(
+            fn,
+            spec["policy"],
+            frames_per_batch=spec["frames_per_batch"],
+            total_frames=-1,
+            **spec["kwargs"],
+        )
         # ids k * num_collectors + idx, as the other collectors do; collect() remaps them otherwise
         self.remap = not bind_hosted(c, idx, n)
         self.weights_layout: FlatLayout | None = spec.get("weights_layout")
@@ -112,7 +119,12 @@ class RankRuntime:
         """Where this rank runs and its batch layout (sent once to the trainer)."""
         env = getattr(self.collector, "env", None)
         rows = env.batch_size.numel() if env is not None else self.layout.batch_size[0]
-        return {"pid": os.getpid(), "host": socket.gethostname(), "layout": self.layout, "num_rows": rows}
+        return {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "layout": self.layout,
+            "num_rows": rows,
+        }
 
     def load_weights(self, weights: TensorDictBase, version: int) -> None:
         self.collector.update_policy_weights_(weights)
@@ -194,16 +206,20 @@ def serve_distributed_collector(timeout: float = 300.0) -> None:
         RuntimeError: the default process group is not initialised, or this is rank 0.
     """
     if not dist.is_initialized() or dist.get_rank() == 0:
-        raise RuntimeError("serve_distributed_collector: expected an initialised process group and a rank > 0, "
-                           f"got initialised={dist.is_initialized()}"
-                           + (f", rank={dist.get_rank()}" if dist.is_initialized() else ""))
+        raise RuntimeError(
+            "serve_distributed_collector: expected an initialised process group and a rank > 0, "
+            f"got initialised={dist.is_initialized()}"
+            + (f", rank={dist.get_rank()}" if dist.is_initialized() else "")
+        )
     wait = datetime.timedelta(seconds=timeout)
     rank = dist.get_rank()
     cmd = torch.empty(3, dtype=torch.int64)
     recv(cmd, 0, TAG_CMD, IDLE)
     data = _recv_bytes(int(cmd[1]), wait)
     try:  # loading the spec runs the user's code too: its errors go back to the trainer
-        runtime = RankRuntime(loads(data, "the collector spec (create_env_fn, policy, collector_kwargs)"), rank - 1)
+        runtime = RankRuntime(
+            loads(data, "the collector spec (create_env_fn, policy, collector_kwargs)"), rank - 1
+        )
     except Exception:
         _reply(KIND_ERROR, traceback.format_exc(), wait)
         return
@@ -223,7 +239,9 @@ def serve_distributed_collector(timeout: float = 300.0) -> None:
         runtime.close()
 
 
-def run_rank(addr: str, port: int, rank: int, world_size: int, backend: str = "gloo", timeout: float = 300.0) -> None:
+def run_rank(
+    addr: str, port: int, rank: int, world_size: int, backend: str = "gloo", timeout: float = 300.0
+) -> None:
     """Launcher target: join the trainer at ``addr:port`` as ``rank``, serve, tear down."""
     wait = datetime.timedelta(seconds=timeout)
     store = dist.TCPStore(addr, port, world_size, is_master=False, timeout=wait)

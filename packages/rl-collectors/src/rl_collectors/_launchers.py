@@ -39,7 +39,8 @@ __all__ = [
 SUBMITIT_MISSING = ("submitit is not installed: launcher='submitit' needs the [submitit] extra, "
                     "`pip install rl-collectors[submitit]`")
 LAUNCHERS = ("mp", "submitit", "submitit_delayed")
-DELAYED_ENV = "RL_COLLECTORS_DELAYED"  # "host:port:world_size", set in the trainer job by the decorator
+DELAYED_ENV = "RL_COLLECTORS_DELAYED"
+"""The variable holding ``"host:port:world_size"``, set in the trainer job by the decorator."""
 
 
 def import_submitit() -> Any:
@@ -88,10 +89,18 @@ class MPLauncher:
         ctx = tmp.get_context("spawn")
         handles = []
         for rank, a in enumerate(args, start=1):
-            proc = ctx.Process(target=target, args=a, name=f"rl-distributed-rank-{rank}", daemon=False)
+            proc = ctx.Process(
+                target=target, args=a, name=f"rl-distributed-rank-{rank}", daemon=False
+            )
             start_process(proc)
-            handles.append(LaunchedRank(rank, proc.is_alive, functools.partial(_describe_process, proc),
-                                        functools.partial(_stop_process, proc)))
+            handles.append(
+                LaunchedRank(
+                    rank,
+                    proc.is_alive,
+                    functools.partial(_describe_process, proc),
+                    functools.partial(_stop_process, proc),
+                )
+            )
         return handles
 
 
@@ -123,26 +132,44 @@ class SubmititLauncher:
     def __init__(self, executor: Any = "auto", folder: str | os.PathLike = "submitit_logs",
                  slurm_kwargs: dict[str, Any] | None = None) -> None:
         self.executor = make_executor(executor, folder, slurm_kwargs)
-        local = type(self.executor).__name__ == "LocalExecutor" or getattr(self.executor, "cluster", "") == "local"
+        local = (
+            type(self.executor).__name__ == "LocalExecutor"
+            or getattr(self.executor, "cluster", "") == "local"
+        )
         self.default_addr = "127.0.0.1" if local else socket.gethostname()
 
     def launch(self, target: Callable, args: Sequence[tuple]) -> list[LaunchedRank]:
         handles = []
         for rank, a in enumerate(args, start=1):
             job = self.executor.submit(target, *a)
-            handles.append(LaunchedRank(rank, functools.partial(_job_alive, job),
-                                        functools.partial(_describe_job, job), functools.partial(_stop_job, job)))
+            handles.append(
+                LaunchedRank(
+                    rank,
+                    functools.partial(_job_alive, job),
+                    functools.partial(_describe_job, job),
+                    functools.partial(_stop_job, job),
+                )
+            )
         return handles
 
 
-def make_executor(executor: Any, folder: str | os.PathLike, slurm_kwargs: dict[str, Any] | None) -> Any:
+def make_executor(
+    executor: Any, folder: str | os.PathLike, slurm_kwargs: dict[str, Any] | None
+) -> Any:
     """A submitit executor from a name (``"auto"``, ``"slurm"``, ``"local"``) or as given."""
     submitit = import_submitit()
     params = {"timeout_min": 24 * 60, **(slurm_kwargs or {})}
     if isinstance(executor, str):
-        kinds = {"auto": submitit.AutoExecutor, "slurm": submitit.SlurmExecutor, "local": submitit.LocalExecutor}
+        kinds = {
+            "auto": submitit.AutoExecutor,
+            "slurm": submitit.SlurmExecutor,
+            "local": submitit.LocalExecutor,
+        }
         if executor not in kinds:
-            raise ValueError(f"executor: expected 'auto', 'slurm', 'local' or a submitit Executor, got {executor!r}")
+            raise ValueError(
+                "executor: expected 'auto', 'slurm', 'local' or a submitit Executor, "
+                f"got {executor!r}"
+            )
         if executor == "slurm":
             params.pop("timeout_min")
             params.setdefault("time", 24 * 60)
@@ -178,7 +205,9 @@ def _stop_job(job: Any, timeout: float) -> None:
         process.wait(timeout)
 
 
-def make_launcher(launcher: Any, submitit_executor: Any, submitit_folder: Any, slurm_kwargs: Any) -> Any:
+def make_launcher(
+    launcher: Any, submitit_executor: Any, submitit_folder: Any, slurm_kwargs: Any
+) -> Any:
     """The launcher object for ``launcher`` (``None`` for ``"submitit_delayed"`` and ``None``)."""
     if launcher is None:
         return None
@@ -188,7 +217,10 @@ def make_launcher(launcher: Any, submitit_executor: Any, submitit_folder: Any, s
         return SubmititLauncher(submitit_executor, submitit_folder, slurm_kwargs)
     if launcher == "submitit_delayed":
         return None
-    raise ValueError(f"launcher: expected one of {LAUNCHERS} or None (an initialised process group), got {launcher!r}")
+    raise ValueError(
+        f"launcher: expected one of {LAUNCHERS} or None (an initialised process group), "
+        f"got {launcher!r}"
+    )
 
 
 def submitit_delayed_launcher(
@@ -246,11 +278,15 @@ def submitit_delayed_launcher(
 
             host_file = Path(folder) / f"trainer_host_{os.getpid()}_{time.monotonic_ns()}.txt"
             main_exec = make_executor(executor, folder, main_kwargs)
-            job = main_exec.submit(_run_trainer, fn, args, kwargs, str(host_file), tcp_port, num_jobs + 1)
+            job = main_exec.submit(
+                _run_trainer, fn, args, kwargs, str(host_file), tcp_port, num_jobs + 1
+            )
             host = _wait_for_host(host_file, job, timeout)
             coll_exec = make_executor(executor, folder, collection_kwargs)
-            job.collector_jobs = [coll_exec.submit(run_rank, host, tcp_port, rank, num_jobs + 1, backend, timeout)
-                                  for rank in range(1, num_jobs + 1)]
+            job.collector_jobs = [
+                coll_exec.submit(run_rank, host, tcp_port, rank, num_jobs + 1, backend, timeout)
+                for rank in range(1, num_jobs + 1)
+            ]
             return job
 
         return submit
@@ -258,7 +294,9 @@ def submitit_delayed_launcher(
     return decorator
 
 
-def _run_trainer(fn: Callable, args: tuple, kwargs: dict, host_file: str, port: int, world_size: int) -> Any:
+def _run_trainer(
+    fn: Callable, args: tuple, kwargs: dict, host_file: str, port: int, world_size: int
+) -> Any:
     """The trainer job: write this host for the collector jobs, then run ``fn``."""
     host = "127.0.0.1" if os.environ.get("SUBMITIT_EXECUTOR") == "local" else socket.gethostname()
     os.environ[DELAYED_ENV] = f"{host}:{port}:{world_size}"
@@ -275,8 +313,10 @@ def _wait_for_host(host_file: Path, job: Any, timeout: float) -> str:
             raise RuntimeError(f"submitit_delayed_launcher: the trainer job ended before starting: "
                                f"{_describe_job(job)}; see its logs in {job.paths.stderr}")
         if time.monotonic() > deadline:
-            raise TimeoutError(f"submitit_delayed_launcher: the trainer job did not start within {timeout} s "
-                               f"({_describe_job(job)})")
+            raise TimeoutError(
+                f"submitit_delayed_launcher: the trainer job did not start within {timeout} s "
+                f"({_describe_job(job)})"
+            )
         time.sleep(0.1)
     host = host_file.read_text().strip()
     host_file.unlink()

@@ -38,7 +38,8 @@ def _check_one_env_per_worker(num_workers_per_collector: Any) -> None:
         raise ValueError(
             f"num_workers_per_collector: expected 1 (one env constructor per worker), got "
             f"{num_workers_per_collector!r}; for more sub-envs per worker make each "
-            "constructor return a batched env (GymEnv(..., num_envs=N) or ParallelEnv(N, make_env)), "
+            "constructor return a batched env (GymEnv(..., num_envs=N) or "
+            "ParallelEnv(N, make_env)), "
             "or pass more constructors in create_env_fns"
         )
 
@@ -152,7 +153,10 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         _check_one_env_per_worker(num_workers_per_collector)
         fns = list(create_env_fns) if isinstance(create_env_fns, Sequence) else None
         if not fns:
-            raise ValueError(f"create_env_fns: expected a non-empty list of env constructors, got {create_env_fns!r}")
+            raise ValueError(
+                "create_env_fns: expected a non-empty list of env constructors, "
+                f"got {create_env_fns!r}"
+            )
         self.options = CollectorOptions(**options)
         CollectorOptions.check_frames(frames_per_batch, total_frames, len(fns) if sync else 1)
         self.num_workers, self.sync = len(fns), bool(sync)
@@ -168,16 +172,29 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         self.weight_updater = _shared_updater(self.options.weight_updater, policy)
         worker_opts = {k: v for k, v in options.items() if k not in _MAIN_SIDE}
         if worker_opts.get("init_random_frames"):  # a total, like total_frames: a share each
-            worker_opts["init_random_frames"] = -(-worker_opts["init_random_frames"] // self.num_workers)
+            worker_opts["init_random_frames"] = -(
+                -worker_opts["init_random_frames"] // self.num_workers
+            )
         per_worker = frames_per_batch // self.num_workers if self.sync else frames_per_batch
         try:
-            self._start(fns, policy, per_worker, worker_opts, in_process, num_threads, start_timeout)
+            self._start(
+                fns, policy, per_worker, worker_opts, in_process, num_threads, start_timeout
+            )
             self._schedule = (SyncSchedule if self.sync else AsyncSchedule)(self, self._workers)
         except BaseException:
             self.shutdown()
             raise
 
-    def _start(self, fns: list, policy: Any, per_worker: int, opts: dict, in_process: bool, threads: Any, timeout: float) -> None:
+    def _start(
+        self,
+        fns: list,
+        policy: Any,
+        per_worker: int,
+        opts: dict,
+        in_process: bool,
+        threads: Any,
+        timeout: float,
+    ) -> None:
         weights = None
         if self.weight_updater is not None:
             weights = (self.weight_updater.shared, self.weight_updater.sequence)
@@ -190,7 +207,10 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
             worker.wait_ready(timeout)
         rows = {w.num_rows for w in self._workers}
         if len(rows) != 1:
-            raise ValueError(f"create_env_fns: every env must have the same number of sub-envs, got {sorted(rows)}")
+            raise ValueError(
+                "create_env_fns: every env must have the same number of sub-envs, "
+                f"got {sorted(rows)}"
+            )
         self.num_rows = rows.pop()
         per_batch = self.num_rows * (self.num_workers if self.sync else 1)
         CollectorOptions.check_frames(self.frames_per_batch, self.total_frames, per_batch)
@@ -214,7 +234,9 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         return None if self.total_frames < 0 else self.total_frames - self.frames
 
     # -- commands to every worker ----------------------------------------------------------
-    def _broadcast(self, cmd: str, payloads: Sequence[Any], workers: Sequence[int] | None = None) -> list[Any]:
+    def _broadcast(
+        self, cmd: str, payloads: Sequence[Any], workers: Sequence[int] | None = None
+    ) -> list[Any]:
         """Send one command to the selected workers and gather their replies, in order.
 
         A worker that died or hung shuts the collector down. A command that raised in a
@@ -222,7 +244,9 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         was read, so the collector stays usable.
         """
         self._check_open()
-        selected = [self._workers[i] for i in (range(self.num_workers) if workers is None else workers)]
+        selected = [
+            self._workers[i] for i in (range(self.num_workers) if workers is None else workers)
+        ]
         failed: dict[int, WorkerError] = {}
         try:
             for worker, payload in zip(selected, payloads, strict=True):
@@ -259,7 +283,10 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         if callable(name):  # a notebook's function reaches the workers by value
             name = Portable(name, "map_fn's function")
         if len(list_of_args) != self.num_workers:
-            raise ValueError(f"map_fn: expected {self.num_workers} argument entries (one per worker), got {len(list_of_args)}")
+            raise ValueError(
+                f"map_fn: expected {self.num_workers} argument entries (one per worker), "
+                f"got {len(list_of_args)}"
+            )
         args = [a if isinstance(a, tuple) else (a,) for a in list_of_args]
         return self._broadcast("map_fn", [(name, a) for a in args])
 
@@ -297,7 +324,9 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         """
         saved = sum(1 for key in state if key.startswith("worker"))
         if saved != self.num_workers:
-            raise ValueError(f"state: expected the state of {self.num_workers} workers, got {saved}")
+            raise ValueError(
+                f"state: expected the state of {self.num_workers} workers, got {saved}"
+            )
         self.frames = int(state["frames"])
         if self.weight_updater is not None and state.get("policy_version") is not None:
             self.weight_updater.restore_version(state["policy_version"])

@@ -19,23 +19,29 @@ def _check_count(name: str, value: Any, minimum: int, allow_none: bool = False) 
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}")
+        raise ValueError(
+            f"{name}: expected an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}"
+        )
 
 
 _ONE_FOR_ALL = "one value for every worker: each worker runs the same Collector"
+_NOT_PREEMPTED = "slow workers are not pre-empted: MultiAsyncCollector yields the first batch ready"
 TORCHRL_ONLY = {
-    "device": "pass env_device=, policy_device= and storing_device= (each defaults to the env's device)",
+    "device": "pass env_device=, policy_device= and storing_device= "
+    "(each defaults to the env's device)",
     "devices": f"pass env_device= / policy_device= / storing_device=, {_ONE_FOR_ALL}",
     "storing_devices": f"pass storing_device=, {_ONE_FOR_ALL}",
     "env_devices": f"pass env_device=, {_ONE_FOR_ALL}",
     "policy_devices": f"pass policy_device=, {_ONE_FOR_ALL}",
     "create_env_kwargs": "bind them into the constructor: functools.partial(make_env, **kwargs)",
-    "interruptor": "slow workers are not pre-empted: MultiAsyncCollector yields the first batch ready",
-    "preemptive_threshold": "slow workers are not pre-empted: MultiAsyncCollector yields the first batch ready",
+    "interruptor": _NOT_PREEMPTED,
+    "preemptive_threshold": _NOT_PREEMPTED,
     "use_buffers": "batches are always written into preallocated buffers",
-    "cat_results": "MultiSyncCollector stacks the workers' batches as [num_workers, *batch, T]: reshape as needed",
+    "cat_results": "MultiSyncCollector stacks the workers' batches as [num_workers, *batch, T]: "
+    "reshape as needed",
     "track_policy_version": 'every batch carries ("collector", "policy_version") already',
-    "set_truncated": 'truncation is always marked: ("next", "truncated") is set at max_frames_per_traj',
+    "set_truncated": 'truncation is always marked: ("next", "truncated") is set at '
+    "max_frames_per_traj",
 }
 """TorchRL collector arguments that have no counterpart here, and what to do instead."""
 
@@ -93,7 +99,10 @@ class CollectorOptions:
     def __new__(cls, *args: Any, **kwargs: Any) -> CollectorOptions:
         # TorchRL's arguments with no counterpart: name what to use instead (not a bare TypeError)
         for name in TORCHRL_ONLY.keys() & kwargs.keys():
-            raise TypeError(f"{name}: TorchRL's argument is not supported by the collectors here; {TORCHRL_ONLY[name]}")
+            raise TypeError(
+                f"{name}: TorchRL's argument is not supported by the collectors here; "
+                f"{TORCHRL_ONLY[name]}"
+            )
         return super().__new__(cls)
 
     max_frames_per_traj: int | None = None
@@ -116,7 +125,11 @@ class CollectorOptions:
 
     def __post_init__(self) -> None:
         _check_count("max_frames_per_traj", self.max_frames_per_traj, 1, allow_none=True)
-        _check_count("init_random_frames", self.init_random_frames if self.init_random_frames is not None else 0, 0)
+        _check_count(
+            "init_random_frames",
+            self.init_random_frames if self.init_random_frames is not None else 0,
+            0,
+        )
         self.init_random_frames = self.init_random_frames or 0
         self.interaction = resolve_interaction(self.exploration_type)
         if self.reset_when_done is not True:
@@ -131,13 +144,16 @@ class CollectorOptions:
         for name in ("compile_policy", "cudagraph_policy"):
             value = getattr(self, name)
             if not isinstance(value, (bool, dict)):
-                raise TypeError(f"{name}: expected a bool or a dict of keyword arguments, got {value!r}")
+                raise TypeError(
+                    f"{name}: expected a bool or a dict of keyword arguments, got {value!r}"
+                )
         for name in ("trust_policy", "no_cuda_sync"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name}: expected a bool, got {getattr(self, name)!r}")
         if self.replay_buffer is not None and not hasattr(self.replay_buffer, "extend"):
             raise TypeError(
-                f"replay_buffer: expected an object with extend(batch), got {type(self.replay_buffer).__name__}"
+                "replay_buffer: expected an object with extend(batch), "
+                f"got {type(self.replay_buffer).__name__}"
             )
 
     def deliver(self, batch: Any) -> Any:
@@ -168,8 +184,14 @@ class CollectorOptions:
                 f"frames_per_batch: expected a multiple of the number of sub-envs ({num_rows}), "
                 f"got {frames_per_batch}"
             )
-        if isinstance(total_frames, bool) or not isinstance(total_frames, int) or (total_frames < 1 and total_frames != -1):
-            raise ValueError(f"total_frames: expected an int >= 1, or -1 for no limit, got {total_frames!r}")
+        if (
+            isinstance(total_frames, bool)
+            or not isinstance(total_frames, int)
+            or (total_frames < 1 and total_frames != -1)
+        ):
+            raise ValueError(
+                f"total_frames: expected an int >= 1, or -1 for no limit, got {total_frames!r}"
+            )
         if total_frames > 0 and total_frames % num_rows:
             raise ValueError(
                 f"total_frames: expected a multiple of the number of sub-envs ({num_rows}) so "
@@ -250,14 +272,18 @@ class RemoteOptions:
         _check_count("num_workers_per_collector", self.num_workers_per_collector, 1)
         _check_count("num_threads", self.num_threads, 1, allow_none=True)
         if self.collector_class is not None and not isinstance(self.collector_class, type):
-            raise TypeError(f"collector_class: expected a collector class, got {self.collector_class!r}")
+            raise TypeError(
+                f"collector_class: expected a collector class, got {self.collector_class!r}"
+            )
         for name in ("timeout", "start_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name}: expected a number of seconds > 0, got {value!r}")
 
     @classmethod
-    def merge(cls, owner: str, options: RemoteOptions | None, keywords: dict[str, Any]) -> RemoteOptions:
+    def merge(
+        cls, owner: str, options: RemoteOptions | None, keywords: dict[str, Any]
+    ) -> RemoteOptions:
         """``options`` (or the defaults) with a collector's keyword arguments applied.
 
         Raises:
@@ -266,7 +292,9 @@ class RemoteOptions:
         """
         fields = {f.name for f in dataclasses.fields(cls)}
         for name in sorted(keywords.keys() - fields):
-            hint = TORCHRL_ONLY.get(name, f"expected one of RemoteOptions' fields: {', '.join(sorted(fields))}")
+            hint = TORCHRL_ONLY.get(
+                name, f"expected one of RemoteOptions' fields: {', '.join(sorted(fields))}"
+            )
             raise TypeError(f"{owner}: unexpected keyword argument {name!r}; {hint}")
         if options is None:
             return cls(**keywords)
@@ -278,5 +306,7 @@ class RemoteOptions:
         """Raise ``ValueError`` naming a launch field set away from its default (Ray)."""
         for f in dataclasses.fields(self):
             if f.name in self.LAUNCH_FIELDS and getattr(self, f.name) != f.default:
-                raise ValueError(f"{f.name}: {owner} starts its actors through Ray and does not take it "
-                                 f"(got {getattr(self, f.name)!r}); give actors resources with remote_config")
+                raise ValueError(
+                    f"{f.name}: {owner} starts its actors through Ray and does not take it "
+                    f"(got {getattr(self, f.name)!r}); give actors resources with remote_config"
+                )

@@ -46,9 +46,12 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_REMOTE_CONFIG = {"num_cpus": 1}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_START_HINT = (" (actors start a Python process and import torch; under `uv run`, Ray may rebuild the "
-               "environment for them: set RAY_ENABLE_UV_RUN_RUNTIME_ENV=0, see docs/distributed.md)")
-_ACTOR_COMMANDS = ("enable_profile", "disable_profile", "timing")  # CollectorActor methods; the rest: map_fn
+_START_HINT = (
+    " (actors start a Python process and import torch; under `uv run`, Ray may rebuild the "
+    "environment for them: set RAY_ENABLE_UV_RUN_RUNTIME_ENV=0, see docs/distributed.md)"
+)
+# CollectorActor methods; the rest: map_fn
+_ACTOR_COMMANDS = ("enable_profile", "disable_profile", "timing")
 
 
 def _release(ray: Any, actors: list[Any], started_ray: list[bool]) -> None:
@@ -141,8 +144,10 @@ class RayCollector(RemoteCollectorBase):
         opts = RemoteOptions.merge(type(self).__name__, options, keywords)
         opts.refuse_launch_fields(type(self).__name__)
         if weight_updater is not None and not isinstance(weight_updater, RayWeightUpdater):
-            raise ValueError(f"weight_updater: expected a RayWeightUpdater (or None) for Ray actors, got "
-                             f"{type(weight_updater).__name__}, which cannot reach another process")
+            raise ValueError(
+                f"weight_updater: expected a RayWeightUpdater (or None) for Ray actors, got "
+                f"{type(weight_updater).__name__}, which cannot reach another process"
+            )
         self._pending: dict[Any, int] = {}  # in-flight collect calls: ObjectRef -> actor index
         self._setup(create_env_fn, policy, frames_per_batch, total_frames, sync, opts)
         self.timing = Timing("RayCollector driver")
@@ -168,10 +173,16 @@ class RayCollector(RemoteCollectorBase):
         """One options dict per actor, with ``RL_PROFILING`` in its ``runtime_env`` when armed."""
         if remote_config is None:
             remote_config = DEFAULT_REMOTE_CONFIG
-        configs = [remote_config] * self.num_collectors if isinstance(remote_config, dict) else list(remote_config)
+        configs = (
+            [remote_config] * self.num_collectors
+            if isinstance(remote_config, dict)
+            else list(remote_config)
+        )
         if len(configs) != self.num_collectors or not all(isinstance(c, dict) for c in configs):
-            raise ValueError(f"remote_config: expected a dict or a list of {self.num_collectors} dicts, "
-                             f"got {remote_config!r}")
+            raise ValueError(
+                f"remote_config: expected a dict or a list of {self.num_collectors} dicts, "
+                f"got {remote_config!r}"
+            )
         out = []
         for config in configs:
             config = dict(config)
@@ -187,7 +198,10 @@ class RayCollector(RemoteCollectorBase):
         ray = self._ray
         if ray.is_initialized():
             if ray_init_config:
-                logger.warning("RayCollector: Ray is already initialised; ray_init_config %r is ignored", ray_init_config)
+                logger.warning(
+                    "RayCollector: Ray is already initialised; ray_init_config %r is ignored",
+                    ray_init_config,
+                )
             return
         ray.init(**(ray_init_config or {}))
         self._started.append(True)
@@ -195,14 +209,26 @@ class RayCollector(RemoteCollectorBase):
     def _start_actors(self, configs: list[dict[str, Any]], timeout: float) -> None:
         remote = self._ray.remote(CollectorActor)
         for idx, (fn, config) in enumerate(zip(self.env_fns, configs, strict=True)):
-            actor = remote.options(**config).remote(self.collector_class, fn, self.policy, self.per_rank,
-                                                    self.rank_kwargs, idx, self.num_collectors)
+            actor = remote.options(**config).remote(
+                self.collector_class,
+                fn,
+                self.policy,
+                self.per_rank,
+                self.rank_kwargs,
+                idx,
+                self.num_collectors,
+            )
             self._actors.append(actor)
-        self._ready(self._gather({actor.ready.remote(): i for i, actor in enumerate(self._actors)}, "ready", timeout))
+        self._ready(
+            self._gather(
+                {actor.ready.remote(): i for i, actor in enumerate(self._actors)}, "ready", timeout
+            )
+        )
 
     @property
     def actor_info(self) -> list[dict[str, Any]]:
-        """Each actor's start-up reply (``idx``, ``pid``, ``node_id``, ``num_rows``), in actor order."""
+        """Each actor's start-up reply (``idx``, ``pid``, ``node_id``, ``num_rows``), in
+        actor order."""
         return getattr(self, "rank_info", [])
 
     # -- calls and errors ------------------------------------------------------------------------
@@ -218,11 +244,16 @@ class RayCollector(RemoteCollectorBase):
         try:
             return self._ray.get(ref, timeout=timeout)
         except exc.GetTimeoutError:
-            raise WorkerError(idx, f"{self._name(idx)}: no reply to {what!r} within {timeout} s") from None
+            raise WorkerError(
+                idx, f"{self._name(idx)}: no reply to {what!r} within {timeout} s"
+            ) from None
         except exc.RayTaskError as err:
             cause = err.cause if isinstance(err.cause, BaseException) else err
-            raise WorkerError(idx, f"{self._name(idx)} raised {type(cause).__name__}: {cause} (in {what!r})",
-                              str(err)) from None
+            raise WorkerError(
+                idx,
+                f"{self._name(idx)} raised {type(cause).__name__}: {cause} (in {what!r})",
+                str(err),
+            ) from None
         except exc.RayActorError as err:
             text = _ANSI.sub("", str(err)).strip()
             if getattr(err, "actor_init_failed", False):  # the constructor raised
@@ -230,16 +261,22 @@ class RayCollector(RemoteCollectorBase):
                 raise WorkerError(idx, f"{self._name(idx)} failed to start: {last}", text) from None
             raise WorkerError(idx, f"{self._name(idx)} died during {what!r}: {text}") from None
         except exc.RayError as err:
-            raise WorkerError(idx, f"{self._name(idx)} failed during {what!r}: {type(err).__name__}: {err}") from None
+            raise WorkerError(
+                idx, f"{self._name(idx)} failed during {what!r}: {type(err).__name__}: {err}"
+            ) from None
 
-    def _wait_any(self, refs: dict[Any, int], timeout: float | None = None, what: str = "collect") -> Any:
+    def _wait_any(
+        self, refs: dict[Any, int], timeout: float | None = None, what: str = "collect"
+    ) -> Any:
         """The first ready ref among ``refs`` (``ray.wait`` with a timeout)."""
         timeout = self.timeout if timeout is None else timeout
         ready, _ = self._ray.wait(list(refs), num_returns=1, timeout=timeout)
         if not ready:
             names = ", ".join(self._name(i) for i in sorted(set(refs.values())))
             hint = _START_HINT if what == "ready" else ""
-            raise WorkerError(min(refs.values()), f"no reply to {what!r} within {timeout} s from {names}{hint}")
+            raise WorkerError(
+                min(refs.values()), f"no reply to {what!r} within {timeout} s from {names}{hint}"
+            )
         return ready[0]
 
     def _gather(self, refs: dict[Any, int], what: str, timeout: float | None = None) -> list[Any]:
@@ -267,7 +304,9 @@ class RayCollector(RemoteCollectorBase):
     def _call(self, indices: list[int], name: Any, args: list[tuple]) -> list[Any]:
         actors, what = self._actors, name if isinstance(name, str) else "map_fn"
         if isinstance(name, str) and name in _ACTOR_COMMANDS:
-            refs = {getattr(actors[i], name).remote(*a): i for i, a in zip(indices, args, strict=True)}
+            refs = {
+                getattr(actors[i], name).remote(*a): i for i, a in zip(indices, args, strict=True)
+            }
         else:
             refs = {actors[i].map_fn.remote(name, a): i for i, a in zip(indices, args, strict=True)}
         return self._gather(refs, what)

@@ -28,8 +28,9 @@ class CollectorActor:
     def __init__(self, collector_class: Any, create_env_fn: Any, policy: Any, frames_per_batch: int,
                  kwargs: dict[str, Any], actor_idx: int, num_actors: int) -> None:
         self.idx = actor_idx
-        self.collector = c = collector_class(create_env_fn, policy, frames_per_batch=frames_per_batch,
-                                             total_frames=-1, **kwargs)
+        self.collector = c = collector_class(
+            create_env_fn, policy, frames_per_batch=frames_per_batch, total_frames=-1, **kwargs
+        )
         bind_hosted(c, actor_idx, num_actors)  # ids k * num_actors + idx
         self.reader = RayWeightsReader()
 
@@ -37,8 +38,13 @@ class CollectorActor:
         """Where this actor runs and how many sub-envs its env has."""
         ray = import_ray()
         env = self.collector.env
-        return {"idx": self.idx, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
-                "num_rows": env.batch_size.numel(), "batch_dims": len(env.batch_size)}
+        return {
+            "idx": self.idx,
+            "pid": os.getpid(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "num_rows": env.batch_size.numel(),
+            "batch_dims": len(env.batch_size),
+        }
 
     def collect(self, steps: int, latest: tuple[Any, int] | None) -> TensorDictBase:
         """Pull newer weights, then collect ``steps`` steps and return the batch."""

@@ -20,7 +20,9 @@ from rl_collectors.weight_sync import WeightUpdaterBase, weights_of
 
 __all__ = ["RayWeightUpdater", "RayWeightsReader", "import_ray"]
 
-RAY_MISSING = "Ray is not installed: RayCollector needs the [ray] extra, `pip install rl-collectors[ray]`"
+RAY_MISSING = (
+    "Ray is not installed: RayCollector needs the [ray] extra, `pip install rl-collectors[ray]`"
+)
 
 
 def import_ray() -> Any:

@@ -6,7 +6,8 @@ Wiring (one place):
   launcher (``_launchers.py``) starts ``"collector{rank}"`` for ranks ``1..N``
   (:func:`run_rpc_rank`). Each writes its ready key in the store, joins RPC, and waits
   for calls until the trainer calls ``_rpc_stop`` or its store goes away.
-- Calls: ``_rpc_build(spec_bytes, idx)`` loads the spec (``rl_envs.processes``) and builds the rank's collector (a
+- Calls: ``_rpc_build(spec_bytes, idx)`` loads the spec (``rl_envs.processes``) and
+  builds the rank's collector (a
   :class:`~rl_collectors._distributed_worker.RankRuntime`, the same as the
   torch.distributed collector's); ``_rpc_collect(steps, weights, version)`` loads newer
   weights when given and returns the batch as one flat byte tensor; ``_rpc_call`` serves
@@ -50,7 +51,8 @@ _SLICE = 0.1
 
 # -- the collector ranks' side ---------------------------------------------------------------------
 def _rpc_build(data: bytes, idx: int) -> dict[str, Any]:
-    """Load the spec (by reference or by value, see ``rl_envs.processes``) and build the collector."""
+    """Load the spec (by reference or by value, see ``rl_envs.processes``) and build the
+    collector."""
     try:  # a start-up error goes back as this worker's traceback, as from the other components
         spec = portable_loads(data, "the collector spec (create_env_fn, policy, collector_kwargs)")
         _STATE["runtime"] = runtime = RankRuntime(spec, idx)
@@ -89,9 +91,16 @@ def _init_rpc(name: str, rank: int, world_size: int, addr: str, port: int, timeo
     if _STATE.get("initialised"):
         raise CollectorError(ONCE_PER_PROCESS)
     _STATE["initialised"] = True
-    with warnings.catch_warnings():  # torch's RPC start-up trips its own "Backend as a ProcessGroup" warning
+    with (
+        warnings.catch_warnings()
+    ):  # torch's RPC start-up trips its own "Backend as a ProcessGroup" warning
         warnings.filterwarnings("ignore", message=".*as a ProcessGroup.*")
-        rpc.init_rpc(name, rank=rank, world_size=world_size, rpc_backend_options=_options(addr, port, timeout))
+        rpc.init_rpc(
+            name,
+            rank=rank,
+            world_size=world_size,
+            rpc_backend_options=_options(addr, port, timeout),
+        )
 
 
 def _options(addr: str, port: int, timeout: float) -> Any:
@@ -105,7 +114,9 @@ def run_rpc_rank(addr: str, port: int, rank: int, world_size: int, timeout: floa
     """Launcher target: join the trainer's RPC group as ``collector{rank}`` and serve calls."""
     from torch.distributed import rpc
 
-    store = dist.TCPStore(addr, port, world_size, is_master=False, timeout=datetime.timedelta(seconds=timeout))
+    store = dist.TCPStore(
+        addr, port, world_size, is_master=False, timeout=datetime.timedelta(seconds=timeout)
+    )
     store.set(READY_KEY.format(rank=rank), str(rank))
     _init_rpc(f"collector{rank}", rank, world_size, addr, port, timeout)
     try:
@@ -176,7 +187,9 @@ class RPCDataCollector(RemoteCollectorBase):
     ) -> None:
         opts = RemoteOptions.merge(type(self).__name__, options, keywords)
         if opts.launcher not in ("mp", "submitit"):
-            raise ValueError(f"launcher: expected 'mp' or 'submitit' for RPCDataCollector, got {opts.launcher!r}")
+            raise ValueError(
+                f"launcher: expected 'mp' or 'submitit' for RPCDataCollector, got {opts.launcher!r}"
+            )
         if _STATE.get("initialised"):  # before any worker starts
             raise CollectorError(ONCE_PER_PROCESS)
         self._setup(create_env_fn, policy, frames_per_batch, total_frames, sync, opts)
@@ -189,20 +202,30 @@ class RPCDataCollector(RemoteCollectorBase):
         self._weights: TensorDictBase | None = None
         self._versions = [0] * self.num_collectors
         try:
-            launcher_obj = make_launcher(opts.launcher, opts.submitit_executor, opts.submitit_folder,
-                                         opts.slurm_kwargs)
+            launcher_obj = make_launcher(
+                opts.launcher, opts.submitit_executor, opts.submitit_folder, opts.slurm_kwargs
+            )
             self._join(launcher_obj, opts.tcp_port, opts.master_addr, opts.start_timeout)
             self._start_collectors(opts.num_threads, opts.start_timeout)
         except BaseException:
             self.shutdown()
             raise
 
-    def _join(self, launcher: Any, tcp_port: int | None, master_addr: str | None, timeout: float) -> None:
+    def _join(
+        self, launcher: Any, tcp_port: int | None, master_addr: str | None, timeout: float
+    ) -> None:
         world = self.num_collectors + 1
         addr = master_addr or launcher.default_addr
         # multi_tenant: init_rpc's own store on this port reuses this server
-        self._store = dist.TCPStore("0.0.0.0", tcp_port or 0, world, is_master=True, wait_for_workers=False,
-                                    timeout=datetime.timedelta(seconds=timeout), multi_tenant=True)
+        self._store = dist.TCPStore(
+            "0.0.0.0",
+            tcp_port or 0,
+            world,
+            is_master=True,
+            wait_for_workers=False,
+            timeout=datetime.timedelta(seconds=timeout),
+            multi_tenant=True,
+        )
         port = self._store.port
         args = [(addr, port, r, world, self.timeout) for r in range(1, world)]
         self.handles = {h.rank: h for h in launcher.launch(run_rpc_rank, args)}
@@ -211,26 +234,41 @@ class RPCDataCollector(RemoteCollectorBase):
             while not self._store.check([READY_KEY.format(rank=rank)]):
                 self._check_alive([rank - 1], "start")
                 if time.monotonic() > deadline:
-                    raise WorkerError(rank - 1, f"RPC worker {rank} did not join within {timeout} s")
+                    raise WorkerError(
+                        rank - 1, f"RPC worker {rank} did not join within {timeout} s"
+                    )
                 time.sleep(0.05)
         _init_rpc("trainer", 0, world, addr, port, self.timeout)
         self._rpc_up = True
 
     def _start_collectors(self, num_threads: int | None, timeout: float) -> None:
-        spec = {"collector_class": self.collector_class, "policy": self.policy, "frames_per_batch": self.per_rank,
-                "kwargs": self.rank_kwargs, "num_threads": num_threads, "num_collectors": self.num_collectors,
-                "num_workers_per_collector": self.num_workers_per_collector, "profiling": bool(profiling_env())}
+        spec = {
+            "collector_class": self.collector_class,
+            "policy": self.policy,
+            "frames_per_batch": self.per_rank,
+            "kwargs": self.rank_kwargs,
+            "num_threads": num_threads,
+            "num_collectors": self.num_collectors,
+            "num_workers_per_collector": self.num_workers_per_collector,
+            "profiling": bool(profiling_env()),
+        }
         for idx, fn in enumerate(self.env_fns):
-            data = portable_dumps({**spec, "create_env_fn": fn}, "create_env_fn, policy or collector_kwargs")
+            data = portable_dumps(
+                {**spec, "create_env_fn": fn}, "create_env_fn, policy or collector_kwargs"
+            )
             self._submit(idx, _rpc_build, (data, idx), 0, timeout)
         infos = [self._wait([i], "start", timeout)[1] for i in range(self.num_collectors)]
         for i, info in enumerate(infos):
             if "error" in info:
-                raise WorkerError(i, f"RPC worker {i + 1} (rank {i + 1}) failed to start", info["error"])
+                raise WorkerError(
+                    i, f"RPC worker {i + 1} (rank {i + 1}) failed to start", info["error"]
+                )
         self._ready(infos)
 
     # -- futures -------------------------------------------------------------------------------
-    def _submit(self, idx: int, fn: Any, args: tuple, tag: int, timeout: float | None = None) -> None:
+    def _submit(
+        self, idx: int, fn: Any, args: tuple, tag: int, timeout: float | None = None
+    ) -> None:
         from torch.distributed import rpc
 
         fut = rpc.rpc_async(f"collector{idx + 1}", fn, args=args, timeout=timeout or self.timeout)
@@ -241,11 +279,17 @@ class RPCDataCollector(RemoteCollectorBase):
         for idx in indices:
             handle = self.handles.get(idx + 1)
             if handle is not None and not handle.alive():
-                raise WorkerError(idx, f"RPC worker {idx + 1} (rank {idx + 1}) died ({handle.describe()}) "
-                                       f"during {what!r}")
+                raise WorkerError(
+                    idx,
+                    f"RPC worker {idx + 1} (rank {idx + 1}) died ({handle.describe()}) "
+                    f"during {what!r}",
+                )
 
-    def _wait(self, indices: Sequence[int], what: str, timeout: float | None = None) -> tuple[int, Any, int]:
-        """The first finished call among ``indices``: ``(idx, result, tag)``; failures are ``WorkerError``."""
+    def _wait(
+        self, indices: Sequence[int], what: str, timeout: float | None = None
+    ) -> tuple[int, Any, int]:
+        """The first finished call among ``indices``: ``(idx, result, tag)``; failures are
+        ``WorkerError``."""
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while True:
@@ -257,20 +301,28 @@ class RPCDataCollector(RemoteCollectorBase):
                         return idx, fut.wait(), tag
                     except Exception as err:
                         self._check_alive([idx], what)
-                        raise WorkerError(idx, f"RPC worker {idx + 1} (rank {idx + 1}) failed during {what!r}",
-                                          str(err)) from None
+                        raise WorkerError(
+                            idx,
+                            f"RPC worker {idx + 1} (rank {idx + 1}) failed during {what!r}",
+                            str(err),
+                        ) from None
             try:
                 self._done.get(timeout=_SLICE)
             except queue.Empty:
                 self._check_alive(indices, what)
                 if time.monotonic() > deadline:
-                    raise WorkerError(indices[0], f"no reply to {what!r} within {timeout} s from RPC worker(s) "
-                                                  f"{[i + 1 for i in indices]}") from None
+                    raise WorkerError(
+                        indices[0],
+                        f"no reply to {what!r} within {timeout} s from RPC worker(s) "
+                        f"{[i + 1 for i in indices]}",
+                    ) from None
 
     # -- transport hooks ----------------------------------------------------------------------
     def _collect_request(self, idx: int, steps: int) -> None:
         newer = self._weights is not None and self._versions[idx] < self.policy_version
-        self._submit(idx, _rpc_collect, (steps, self._weights if newer else None, self.policy_version), steps)
+        self._submit(
+            idx, _rpc_collect, (steps, self._weights if newer else None, self.policy_version), steps
+        )
         if newer:
             self._versions[idx] = self.policy_version
 
@@ -298,7 +350,9 @@ class RPCDataCollector(RemoteCollectorBase):
                 if handle is None or handle.alive():
                     stops.append(rpc.rpc_async(f"collector{idx + 1}", _rpc_stop, timeout=3.0))
             for fut in stops:
-                with contextlib.suppress(Exception):  # a dead or busy worker: the launcher ends it below
+                with contextlib.suppress(
+                    Exception
+                ):  # a dead or busy worker: the launcher ends it below
                     fut.wait()
             self._rpc_up = False
             rpc.shutdown(graceful=False)

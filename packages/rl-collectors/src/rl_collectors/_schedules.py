@@ -38,7 +38,11 @@ class SyncSchedule:
         o = self.owner
         while o.total_frames < 0 or o.frames < o.total_frames:
             left = o.remaining_frames()
-            steps = self.steps if left is None else min(self.steps, left // (o.num_workers * o.num_rows))
+            steps = (
+                self.steps
+                if left is None
+                else min(self.steps, left // (o.num_workers * o.num_rows))
+            )
             for worker in self.workers:
                 worker.send("collect", steps)
             with o.timing.add_time("wait"):

@@ -73,7 +73,9 @@ class DevicePolicyActor:
     step costs one ``copy_`` per leaf and direction.
     """
 
-    def __init__(self, policy: Any, policy_input: TensorDictBase, out_keys: list[tuple], device: torch.device) -> None:
+    def __init__(
+        self, policy: Any, policy_input: TensorDictBase, out_keys: list[tuple], device: torch.device
+    ) -> None:
         self.policy = policy
         self.inputs = policy_input.exclude(*out_keys).to(device)
         self.in_pairs = [(self.inputs.get(k), policy_input.get(k)) for k in leaf_keys(self.inputs)]
@@ -100,8 +102,12 @@ class TrajectoryLimit:
         self.env, self.max_steps = env, max_steps
         nb = env.batch_size
         self.count = torch.zeros(tuple(nb), dtype=torch.int64).numpy()
-        self.done = [buffer.get((NEXT, DONE))[..., t, 0].numpy() for t in range(buffer.batch_size[-1])]
-        self.trunc = [buffer.get((NEXT, "truncated"))[..., t, 0].numpy() for t in range(buffer.batch_size[-1])]
+        self.done = [
+            buffer.get((NEXT, DONE))[..., t, 0].numpy() for t in range(buffer.batch_size[-1])
+        ]
+        self.trunc = [
+            buffer.get((NEXT, "truncated"))[..., t, 0].numpy() for t in range(buffer.batch_size[-1])
+        ]
 
     def reset(self) -> None:
         self.count[...] = 0

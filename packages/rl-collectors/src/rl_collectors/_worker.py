@@ -62,11 +62,17 @@ class WorkerSpec:
     env: dict[str, Any] = field(default_factory=dict)
     filter_warnings: bool = True
 
-    _PORTABLE = {"create_env_fn": "create_env_fn", "policy": "policy", "options": "collector options"}
+    _PORTABLE = {
+        "create_env_fn": "create_env_fn",
+        "policy": "policy",
+        "options": "collector options",
+    }
 
     def portable(self) -> WorkerSpec:
         """This spec with the user's objects wrapped for a spawned process."""
-        return dataclasses.replace(self, **{f: Portable(getattr(self, f), what) for f, what in self._PORTABLE.items()})
+        return dataclasses.replace(
+            self, **{f: Portable(getattr(self, f), what) for f, what in self._PORTABLE.items()}
+        )
 
     def loaded(self) -> WorkerSpec:
         """In the worker: the spec with the user's objects loaded (may raise their errors)."""
@@ -239,7 +245,9 @@ class ProcessWorker:
         self.idx = spec.worker_idx
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=worker_main, args=(spec.portable(), child), name=f"rl-collector-worker-{self.idx}",
+            target=worker_main,
+            args=(spec.portable(), child),
+            name=f"rl-collector-worker-{self.idx}",
             daemon=False,
         )
         try:
@@ -269,7 +277,10 @@ class ProcessWorker:
     def _recv(self, timeout: float, expect: str) -> Any:
         deadline = time.monotonic() + timeout
         while True:
-            ready = mpc.wait([self.conn, self.process.sentinel], timeout=min(_POLL, max(0.0, deadline - time.monotonic())))
+            ready = mpc.wait(
+                [self.conn, self.process.sentinel],
+                timeout=min(_POLL, max(0.0, deadline - time.monotonic())),
+            )
             if self.conn in ready:
                 try:
                     kind, payload = self.conn.recv()
@@ -277,16 +288,24 @@ class ProcessWorker:
                     raise WorkerError(self.idx, f"died ({self._status()})") from None
                 if kind == "error":  # the worker caught it and keeps serving (unless starting)
                     starting = expect == "ready"
-                    raise WorkerError(self.idx, "failed to start" if starting else "raised", payload,
-                                      alive=not starting)
+                    raise WorkerError(
+                        self.idx,
+                        "failed to start" if starting else "raised",
+                        payload,
+                        alive=not starting,
+                    )
                 if kind == "batch" and expect != "batch":
                     self.batches.append(payload)  # an async batch that arrived first
                     continue
                 return payload
             if self.process.sentinel in ready or not self.process.is_alive():
-                raise WorkerError(self.idx, f"died without a reply ({self._status()}; its stderr shows why)")
+                raise WorkerError(
+                    self.idx, f"died without a reply ({self._status()}; its stderr shows why)"
+                )
             if time.monotonic() >= deadline:
-                raise WorkerError(self.idx, f"no {expect!r} reply within {timeout} s ({self._status()})")
+                raise WorkerError(
+                    self.idx, f"no {expect!r} reply within {timeout} s ({self._status()})"
+                )
 
     def recv_reply(self, timeout: float) -> Any:
         return self._recv(timeout, "reply")

@@ -115,9 +115,13 @@ class EnvBase:
         self.observation_spec = Composite(shape=b, device=self.device)
         self.state_spec = Composite(shape=b, device=self.device)
         self.full_action_spec = Composite(shape=b, device=self.device)
-        self.full_reward_spec = Composite({REWARD: Unbounded((*b, 1), self.device)}, shape=b, device=self.device)
+        self.full_reward_spec = Composite(
+            {REWARD: Unbounded((*b, 1), self.device)}, shape=b, device=self.device
+        )
         self.full_done_spec = Composite(
-            {k: Categorical(2, (*b, 1), self.device, torch.bool) for k in DONE_KEYS}, shape=b, device=self.device
+            {k: Categorical(2, (*b, 1), self.device, torch.bool) for k in DONE_KEYS},
+            shape=b,
+            device=self.device,
         )
         self._root_buf: TensorDictBase | None = None
         self._next_buf: TensorDictBase | None = None
@@ -140,7 +144,9 @@ class EnvBase:
     @full_action_spec.setter
     def full_action_spec(self, spec: Composite) -> None:
         if not isinstance(spec, Composite):
-            raise TypeError(f"full_action_spec: expected a Composite, received {type(spec).__name__}")
+            raise TypeError(
+                f"full_action_spec: expected a Composite, received {type(spec).__name__}"
+            )
         self._full_action_spec = spec
         keys = spec.keys(True, True)
         self._action_keys = keys
@@ -214,7 +220,8 @@ class EnvBase:
         return fast_reset_from_simple(self, reset_mask)
 
     def fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
-        """Step every sub-env into the buffers and reset the finished ones; see the class docstring."""
+        """Step every sub-env into the buffers and reset the finished ones; see the class
+        docstring."""
         return fast_step_from_simple(self, action)
 
     # -- the simple pair (defaults raise) -----------------------------------------------
@@ -269,12 +276,19 @@ class EnvBase:
         return merge_reset(tensordict, self._root_buf, mask)
 
     def _root_keys(self) -> list[Any]:
-        return self.observation_spec.keys(True, True) + self.state_spec.keys(True, True) + list(DONE_KEYS)
+        return (
+            self.observation_spec.keys(True, True)
+            + self.state_spec.keys(True, True)
+            + list(DONE_KEYS)
+        )
 
     def _action_from(self, tensordict: TensorDictBase) -> Any:
         if len(self.action_keys) == 1:
             if self.action_key not in tensordict.keys(True, True):
-                raise InvalidActionError(f"{self.action_key!r}: missing from the input TensorDict (keys: {list(tensordict.keys(True, True))})")
+                raise InvalidActionError(
+                    f"{self.action_key!r}: missing from the input TensorDict "
+                    f"(keys: {list(tensordict.keys(True, True))})"
+                )
             return tensordict.get(self.action_key)
         return tensordict
 
@@ -303,7 +317,9 @@ class EnvBase:
         return tensordict
 
     @profiled("EnvBase.step_and_maybe_reset")
-    def step_and_maybe_reset(self, tensordict: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         """Step, then reset only the finished sub-envs.
 
         Returns:
@@ -332,7 +348,9 @@ class EnvBase:
     def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """``step`` with a random action."""
         if tensordict is None:
-            tensordict = self.reset() if not self._has_reset else TensorDict(batch_size=self.batch_size)
+            tensordict = (
+                self.reset() if not self._has_reset else TensorDict(batch_size=self.batch_size)
+            )
         return self.step(self.rand_action(tensordict))
 
     @profiled("EnvBase.rollout")
