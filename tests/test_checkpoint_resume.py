@@ -2,10 +2,9 @@
 SIGTERM writes a checkpoint and exits cleanly; a resumed seeded run equals the original.
 
 The examples run as a user runs them (a fresh process each); a kill lands at a random
-moment after the first checkpoint, possibly inside a later checkpoint's write.
-``ppo_atari.py`` (the same loop as ``ppo_cartpole.py``, in emulator frames) and
-``sac_mujoco.py`` (``sac_pendulum.py``'s loop) are left out: an Atari run of this budget
-takes about a minute here.
+moment after the first checkpoint, possibly inside a later checkpoint's write. Every
+example is covered, each with a budget of a few seconds of training: most of a case's
+time is its three process starts.
 """
 
 from __future__ import annotations
@@ -26,23 +25,30 @@ EXAMPLES = {
     # 4 envs x 32 steps = 128 frames a batch
     "ppo_cartpole.py": ["--num-envs", "4", "--steps-per-env", "32", "--epochs", "1",
                         "--minibatch-size", "64"],
-    # 2 workers x 4 envs x 16 steps = 128 frames a batch; learning starts at 512
-    "dqn_prioritized.py": ["--learning-starts", "512", "--updates-per-batch", "2",
+    # 2 workers x 4 envs x 16 steps = 128 frames a batch; learning starts at 256
+    "dqn_prioritized.py": ["--learning-starts", "256", "--updates-per-batch", "2",
                            "--buffer-size", "4096"],
     "ppo_lstm_masked_cartpole.py": ["--num-envs", "4", "--steps-per-env", "64", "--epochs", "1",
                                     "--num-minibatches", "2"],
     # Hopper-v5 (MuJoCo, VecNorm statistics in the collector's state): 1 env x 256 steps
     "ppo_mujoco.py": ["--steps-per-env", "256", "--num-minibatches", "4", "--epochs", "1"],
-    # 4 envs x 8 steps = 32 frames a batch (sac_mujoco.py runs this same loop)
-    "sac_pendulum.py": ["--num-envs", "4", "--steps-per-env", "8", "--learning-starts", "512",
+    # 4 envs x 8 steps = 32 frames a batch
+    "sac_pendulum.py": ["--num-envs", "4", "--steps-per-env", "8", "--learning-starts", "256",
                         "--updates-per-frame", "0.05"],
+    # ALE Breakout, emulator frames: 2 envs x 16 steps x frame skip 4 = 128 a batch
+    "ppo_atari.py": ["--num-envs", "2", "--steps-per-env", "16", "--epochs", "1",
+                     "--num-minibatches", "2", "--threads", "1"],
+    # HalfCheetah-v5 (MuJoCo) through sac_pendulum.py's loop: 4 envs x 8 steps a batch
+    "sac_mujoco.py": ["--num-envs", "4", "--steps-per-env", "8", "--learning-starts", "256",
+                      "--updates-per-frame", "0.05", "--buffer-size", "4096", "--hidden", "64"],
 }  # fmt: skip
-TOTAL = 2048
+TOTAL = 1024
+EVERY = 128  # frames between checkpoints: one every batch or so
 
 
 def _start(script, ckpt, *extra):
     args = [sys.executable, str(ROOT / "examples" / script), "--total-frames", str(TOTAL),
-            "--seed", "1", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "256",
+            "--seed", "1", "--checkpoint-dir", str(ckpt), "--checkpoint-every", str(EVERY),
             *EXAMPLES[script], *extra]  # fmt: skip
     return subprocess.Popen(args, cwd=ckpt.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
@@ -57,9 +63,9 @@ def _saved_frames(ckpt: Path) -> int | None:
     return torch.load(where / "state.pt", weights_only=False)["extra"]["frames"]
 
 
-def _wait_for_checkpoint(proc, ckpt, timeout=240.0):
+def _wait_for_checkpoint(proc, ckpt, at_least=1, timeout=240.0):
     deadline = time.monotonic() + timeout
-    while _saved_frames(ckpt) is None:
+    while (_saved_frames(ckpt) or 0) < at_least:
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         assert time.monotonic() < deadline, "no checkpoint written in time"
         time.sleep(0.05)
@@ -77,8 +83,10 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_the_budget_once(script,
     ckpt = tmp_path / "ckpt"
     proc = _start(script, ckpt)
     try:
-        _wait_for_checkpoint(proc, ckpt)
-        time.sleep(random.Random(script).uniform(0.0, 1.5))  # anywhere, a write included
+        draw = random.Random(script)
+        # after a checkpoint in the first half of the run, then anywhere, a write included
+        _wait_for_checkpoint(proc, ckpt, at_least=EVERY * draw.randint(1, TOTAL // EVERY // 2))
+        time.sleep(draw.uniform(0.0, 0.5))
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
     finally:
@@ -98,7 +106,7 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_the_budget_once(script,
 @pytest.mark.parametrize("script", ["dqn_prioritized.py", "ppo_cartpole.py"])  # the signal path is shared
 def test_sigterm_writes_a_checkpoint_within_the_grace_period_and_exits(script, tmp_path, no_leaks):
     ckpt = tmp_path / "ckpt"
-    budget = 4 * TOTAL  # long enough that SIGTERM lands inside the loop on a fast, idle machine
+    budget = 8 * TOTAL  # long enough that SIGTERM lands inside the loop on a fast, idle machine
     proc = _start(script, ckpt, "--checkpoint-every", "0", "--total-frames", str(budget))  # only SIGTERM saves
     try:
         deadline = time.monotonic() + 240
@@ -146,7 +154,7 @@ def test_submitit_local_job_requeues_through_its_checkpoint_hook_and_finishes(tm
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ckpt = tmp_path / "ckpt"
-    total = 8 * TOTAL  # long enough for the signal to land inside the run
+    total = 16 * TOTAL  # long enough for the signal to land inside the run
     argv = ["--total-frames", str(total), "--seed", "1", "--checkpoint-dir", str(ckpt),
             "--checkpoint-every", "256", *EXAMPLES["ppo_cartpole.py"], "--resume"]  # fmt: skip
     executor = submitit.LocalExecutor(folder=tmp_path / "jobs")
