@@ -50,7 +50,11 @@ class ActorNet(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2)
+            torch.nn.Linear(4, 64),
+            torch.nn.Tanh(),
+            torch.nn.Linear(64, 64),
+            torch.nn.Tanh(),
+            torch.nn.Linear(64, 2),
         )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -75,7 +79,9 @@ def make_slow_env() -> Any:
     """Two CartPoles whose steps cost ~0.5 ms each (importable by spawned workers)."""
     from rl_envs import GymWrapper
 
-    venv = gym.vector.SyncVectorEnv([_spin_cartpole] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, copy=False)
+    venv = gym.vector.SyncVectorEnv(
+        [_spin_cartpole] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, copy=False
+    )
     return GymWrapper(venv)
 
 
@@ -93,7 +99,9 @@ def _iter_rate(collector: Any, batches: int, warmup: int = 1) -> float:
     return _rate(frames, time.perf_counter() - start)
 
 
-def _plain_timed(env: gym.vector.VectorEnv, steps: int, net: torch.nn.Module | None) -> Callable[[], tuple[float, float]]:
+def _plain_timed(
+    env: gym.vector.VectorEnv, steps: int, net: torch.nn.Module | None
+) -> Callable[[], tuple[float, float]]:
     """``steps`` steps of the plain loop per call: (frames/s by CPU time, by wall time)."""
 
     def timed() -> tuple[float, float]:
@@ -131,8 +139,11 @@ def _paired_ratio(plain: Callable[[], tuple[float, float]], ours: Callable[[], t
     ``bench_envs.py``)."""
     pairs = [(plain(), ours()) for _ in range(rounds)]
     return [
-        (statistics.median(o[k] / p[k] for p, o in pairs), statistics.median(o[k] for _, o in pairs),
-         statistics.median(p[k] for p, _ in pairs))
+        (
+            statistics.median(o[k] / p[k] for p, o in pairs),
+            statistics.median(o[k] for _, o in pairs),
+            statistics.median(p[k] for p, _ in pairs),
+        )
         for k in (0, 1)
     ]
 
@@ -147,12 +158,16 @@ def collector_rate(env: Any, policy: Any, steps_per_batch: int, batches: int) ->
     return rate
 
 
-def _row(figure: str, value: float, limit: float, unit: str = "frames/s", ratio: float | None = None) -> dict:
+def _row(
+    figure: str, value: float, limit: float, unit: str = "frames/s", ratio: float | None = None
+) -> dict:
     return {"figure": figure, "value": value, "unit": unit, "limit": limit,
             "ratio": value / limit if ratio is None else ratio}
 
 
-def _single_row(figure: str, num_envs: int, steps: int, policy: Any, mode: str = "sync") -> list[dict]:
+def _single_row(
+    figure: str, num_envs: int, steps: int, policy: Any, mode: str = "sync"
+) -> list[dict]:
     """Collector vs plain loop, ``rounds`` interleaved pairs of ``steps`` steps: the row by
     CPU time and its twin by wall clock."""
     from rl_collectors import Collector
@@ -179,15 +194,26 @@ def _single_row(figure: str, num_envs: int, steps: int, policy: Any, mode: str =
 def bench_single(steps: int = 1000) -> list[dict]:
     policy = TensorDictModule(ActorNet(), in_keys=["observation"], out_keys=["action"])
     return [
-        *_single_row("Collector random policy, CartPole x8: ours/plain loop (target >= 0.8)", 8, steps, None),
-        *_single_row("Collector MLP policy, CartPole x8: ours/plain loop (target >= 0.75)", 8, steps, policy),
-        *_single_row("Collector MLP policy, numpy CartPole x4096: ours/plain loop (target >= 0.7)", 4096,
-                     steps // 20, policy, mode="vector_entry_point"),
+        *_single_row(
+            "Collector random policy, CartPole x8: ours/plain loop (target >= 0.8)", 8, steps, None
+        ),
+        *_single_row(
+            "Collector MLP policy, CartPole x8: ours/plain loop (target >= 0.75)", 8, steps, policy
+        ),
+        *_single_row(
+            "Collector MLP policy, numpy CartPole x4096: ours/plain loop (target >= 0.7)",
+            4096,
+            steps // 20,
+            policy,
+            mode="vector_entry_point",
+        ),
     ]
 
 
 def _multi_rate(cls: Any, make_env: Any, frames_per_batch: int, batches: int) -> float:
-    collector = cls([make_env] * 2, frames_per_batch=frames_per_batch, total_frames=-1, start_timeout=600.0)
+    collector = cls(
+        [make_env] * 2, frames_per_batch=frames_per_batch, total_frames=-1, start_timeout=600.0
+    )
     rate = _iter_rate(collector, batches)
     collector.shutdown()
     return rate
@@ -204,8 +230,14 @@ def bench_multi(frames_per_batch: int = 200, batches: int = 10) -> list[dict]:
     sync = _multi_rate(MultiSyncCollector, make_env, frames_per_batch, batches)
     asyn = _multi_rate(MultiAsyncCollector, make_env, frames_per_batch, 2 * batches)
     return [
-        _row("MultiSyncCollector 2 workers, 0.5 ms env: ours/Collector (target >= 1.6)", sync, single),
-        _row("MultiAsyncCollector 2 workers, 0.5 ms env: ours/Collector (target >= 1.6)", asyn, single),
+        _row(
+            "MultiSyncCollector 2 workers, 0.5 ms env: ours/Collector (target >= 1.6)", sync, single
+        ),
+        _row(
+            "MultiAsyncCollector 2 workers, 0.5 ms env: ours/Collector (target >= 1.6)",
+            asyn,
+            single,
+        ),
     ]
 
 
@@ -232,7 +264,9 @@ def _uneven_class() -> type:
             time.sleep(random.uniform(*UNEVEN_S))
             self.t += 1
             done = torch.tensor([self.t >= 200])
-            return TensorDict(observation=torch.randn(4), reward=torch.ones(1), terminated=done, batch_size=())
+            return TensorDict(
+                observation=torch.randn(4), reward=torch.ones(1), terminated=done, batch_size=()
+            )
 
     return Uneven
 
@@ -251,10 +285,14 @@ def make_uneven_serial(n: int) -> Any:
     return SerialEnv(n, make_uneven)
 
 
-def _async_rate(module: Any, policy: Any, frames: int, batches: int, **knobs: Any) -> tuple[float, float]:
+def _async_rate(
+    module: Any, policy: Any, frames: int, batches: int, **knobs: Any
+) -> tuple[float, float]:
     from rl_collectors import AsyncBatchedCollector
 
-    collector = AsyncBatchedCollector(module.make_uneven, policy, num_envs=8, frames_per_batch=frames, **knobs)
+    collector = AsyncBatchedCollector(
+        module.make_uneven, policy, num_envs=8, frames_per_batch=frames, **knobs
+    )
     rate = _iter_rate(collector, batches, warmup=2)
     mean_bs = collector.server_stats()["mean_batch_size"]
     collector.shutdown()
@@ -273,20 +311,49 @@ def bench_uneven(frames: int = 320, batches: int = 4) -> list[dict]:
     policy = TensorDictModule(ActorNet(), in_keys=["observation"], out_keys=["action"])
     limit = 8 / (sum(UNEVEN_S) / 2)
     single = collector_rate(module.make_uneven_serial(8), policy, frames // 8, batches)
-    multi = MultiSyncCollector([partial(module.make_uneven_serial, 4)] * 2, policy, frames_per_batch=frames,
-                               total_frames=-1, start_timeout=600.0)
+    multi = MultiSyncCollector(
+        [partial(module.make_uneven_serial, 4)] * 2,
+        policy,
+        frames_per_batch=frames,
+        total_frames=-1,
+        start_timeout=600.0,
+    )
     sync = _iter_rate(multi, batches)
     multi.shutdown()
     asyn, mean_bs = _async_rate(module, policy, frames, batches)
     compiled, _ = _async_rate(module, policy, frames, batches, compile_policy=True)
     return [
-        _row("AsyncBatchedCollector 8 uneven envs (0.1-2 ms): ours/env limit (target >= 0.7)", asyn, limit),
-        _row("AsyncBatchedCollector 8 uneven envs: ours/Collector SerialEnv x8 (target >= 3)", asyn, single),
-        _row("AsyncBatchedCollector 8 uneven envs: ours/MultiSyncCollector 2x4 (target >= 1.5)", asyn, sync),
-        _row("MultiSyncCollector 2x4 uneven envs: ours/Collector SerialEnv x8 (target >= 1.6)", sync, single),
-        _row("AsyncBatchedCollector server mean batch size: envs per forward/num_envs (no target)", mean_bs, 8.0,
-             unit="envs"),
-        _row("AsyncBatchedCollector compile_policy=True (inductor): on/off (target >= 1.0)", compiled, asyn),
+        _row(
+            "AsyncBatchedCollector 8 uneven envs (0.1-2 ms): ours/env limit (target >= 0.7)",
+            asyn,
+            limit,
+        ),
+        _row(
+            "AsyncBatchedCollector 8 uneven envs: ours/Collector SerialEnv x8 (target >= 3)",
+            asyn,
+            single,
+        ),
+        _row(
+            "AsyncBatchedCollector 8 uneven envs: ours/MultiSyncCollector 2x4 (target >= 1.5)",
+            asyn,
+            sync,
+        ),
+        _row(
+            "MultiSyncCollector 2x4 uneven envs: ours/Collector SerialEnv x8 (target >= 1.6)",
+            sync,
+            single,
+        ),
+        _row(
+            "AsyncBatchedCollector server mean batch size: envs per forward/num_envs (no target)",
+            mean_bs,
+            8.0,
+            unit="envs",
+        ),
+        _row(
+            "AsyncBatchedCollector compile_policy=True (inductor): on/off (target >= 1.0)",
+            compiled,
+            asyn,
+        ),
     ]
 
 
@@ -298,4 +365,6 @@ def run() -> list[dict]:
 if __name__ == "__main__":
     print(f"{'figure':<84} {'value':>12} {'limit':>12} {'ratio':>7}")
     for row in run():
-        print(f"{row['figure']:<84} {row['value']:>12.0f} {row['limit']:>12.0f} {row['ratio']:>7.2f}")
+        print(
+            f"{row['figure']:<84} {row['value']:>12.0f} {row['limit']:>12.0f} {row['ratio']:>7.2f}"
+        )

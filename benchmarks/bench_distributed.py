@@ -40,7 +40,11 @@ fast machine six batches are under 0.1 s, where one scheduling hiccup moves the 
 def make_policy() -> TensorDictSequential:
     """4-64-64-2 MLP writing ``logits`` then the greedy ``action`` (picklable by name)."""
     mlp = torch.nn.Sequential(
-        torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2)
+        torch.nn.Linear(4, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, 2),
     )
     return TensorDictSequential(
         TensorDictModule(mlp, in_keys=["observation"], out_keys=["logits"]),
@@ -70,7 +74,11 @@ def bench_multi_sync() -> tuple[float, float]:
 
     start = time.perf_counter()
     collector = MultiSyncCollector(
-        [make_env_fn()] * 2, make_policy(), frames_per_batch=FRAMES_PER_BATCH, total_frames=-1, start_timeout=600.0
+        [make_env_fn()] * 2,
+        make_policy(),
+        frames_per_batch=FRAMES_PER_BATCH,
+        total_frames=-1,
+        start_timeout=600.0,
     )
     startup = time.perf_counter() - start
     try:
@@ -90,7 +98,11 @@ def bench_ray() -> tuple[float, float, float]:
     try:
         start = time.perf_counter()
         collector = RayCollector(
-            make_env_fn(), make_policy(), frames_per_batch=FRAMES_PER_BATCH, total_frames=-1, num_collectors=2,
+            make_env_fn(),
+            make_policy(),
+            frames_per_batch=FRAMES_PER_BATCH,
+            total_frames=-1,
+            num_collectors=2,
             start_timeout=600.0,
         )
         actors = time.perf_counter() - start
@@ -109,8 +121,15 @@ def bench_torch_distributed(kind: str) -> tuple[float, float]:
     cls = DistributedSyncDataCollector if kind == "gloo" else RPCDataCollector
     extra = {} if kind == "gloo" else {"sync": True}
     start = time.perf_counter()
-    collector = cls(make_env_fn(), make_policy(), frames_per_batch=FRAMES_PER_BATCH, total_frames=-1,
-                    num_collectors=2, start_timeout=600.0, **extra)
+    collector = cls(
+        make_env_fn(),
+        make_policy(),
+        frames_per_batch=FRAMES_PER_BATCH,
+        total_frames=-1,
+        num_collectors=2,
+        start_timeout=600.0,
+        **extra,
+    )
     startup = time.perf_counter() - start
     try:
         return _measure(collector), startup
@@ -129,23 +148,54 @@ def run() -> list[dict]:
     gloo_rate, gloo_start = bench_torch_distributed("gloo")
     rpc_rate, rpc_start = bench_torch_distributed("rpc")
     return [
-        _row("RayCollector 2 actors, CartPole x8 MLP: Ray/MultiSync frames/s (target >= 0.8)", ray_rate, multi_rate,
-             "frames/s"),
-        _row("RayCollector start-up, actors only: Ray/MultiSync start-up (lower is better)", ray_actors, multi_start,
-             "s"),
-        _row("RayCollector start-up incl. local ray.init: Ray/MultiSync start-up (lower is better)",
-             ray_init + ray_actors, multi_start, "s"),
-        _row("DistributedSyncDataCollector gloo 2 ranks: Dist/MultiSync frames/s (target >= 0.8)", gloo_rate,
-             multi_rate, "frames/s"),
-        _row("DistributedSyncDataCollector start-up: Dist/MultiSync start-up (lower is better)", gloo_start,
-             multi_start, "s"),
-        _row("RPCDataCollector sync 2 workers: RPC/MultiSync frames/s (target >= 0.8)", rpc_rate, multi_rate,
-             "frames/s"),
-        _row("RPCDataCollector start-up: RPC/MultiSync start-up (lower is better)", rpc_start, multi_start, "s"),
+        _row(
+            "RayCollector 2 actors, CartPole x8 MLP: Ray/MultiSync frames/s (target >= 0.8)",
+            ray_rate,
+            multi_rate,
+            "frames/s",
+        ),
+        _row(
+            "RayCollector start-up, actors only: Ray/MultiSync start-up (lower is better)",
+            ray_actors,
+            multi_start,
+            "s",
+        ),
+        _row(
+            "RayCollector start-up incl. local ray.init: Ray/MultiSync start-up (lower is better)",
+            ray_init + ray_actors,
+            multi_start,
+            "s",
+        ),
+        _row(
+            "DistributedSyncDataCollector gloo 2 ranks: Dist/MultiSync frames/s (target >= 0.8)",
+            gloo_rate,
+            multi_rate,
+            "frames/s",
+        ),
+        _row(
+            "DistributedSyncDataCollector start-up: Dist/MultiSync start-up (lower is better)",
+            gloo_start,
+            multi_start,
+            "s",
+        ),
+        _row(
+            "RPCDataCollector sync 2 workers: RPC/MultiSync frames/s (target >= 0.8)",
+            rpc_rate,
+            multi_rate,
+            "frames/s",
+        ),
+        _row(
+            "RPCDataCollector start-up: RPC/MultiSync start-up (lower is better)",
+            rpc_start,
+            multi_start,
+            "s",
+        ),
     ]
 
 
 if __name__ == "__main__":
     print(f"{'figure':<90} {'value':>10} {'limit':>10} {'unit':>9} {'ratio':>7}")
     for row in run():
-        print(f"{row['figure']:<90} {row['value']:>10.1f} {row['limit']:>10.1f} {row['unit']:>9} {row['ratio']:>7.2f}")
+        print(
+            f"{row['figure']:<90} {row['value']:>10.1f} {row['limit']:>10.1f} {row['unit']:>9} {row['ratio']:>7.2f}"
+        )

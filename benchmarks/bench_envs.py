@@ -72,7 +72,9 @@ class _Clock:
         self.cpu = time.process_time() - self.cpu
 
 
-def _paired(fns: dict[str, Callable[[], tuple[float, float]]], repeats: int = REPEATS) -> dict[str, float]:
+def _paired(
+    fns: dict[str, Callable[[], tuple[float, float]]], repeats: int = REPEATS
+) -> dict[str, float]:
     """Run the timing functions back to back ``repeats`` times (one "pair" per round).
 
     Returns, for each name, the median steps/s by CPU time (``name``) and by wall time
@@ -138,14 +140,30 @@ def _rows(label: str, best: dict[str, float], target: float, on: str = "rollout"
     """The limit, the rollout and the fast path (the target is on ``on``), the rollout's
     wall-clock ratio."""
     limit = best["plain"]
-    rows = [{"figure": f"{label}: plain gymnasium loop (limit)", "value": limit, "unit": "steps/s", "limit": limit, "ratio": 1.0}]
+    rows = [
+        {
+            "figure": f"{label}: plain gymnasium loop (limit)",
+            "value": limit,
+            "unit": "steps/s",
+            "limit": limit,
+            "ratio": 1.0,
+        }
+    ]
     names = {
         "rollout": f"{label}: GymEnv.rollout / limit",
         "fast": f"{label}: GymEnv.fast_step loop / limit",
     }
     names[on] += f" (target >= {target})"
     for key, figure in names.items():
-        rows.append({"figure": figure, "value": best[key], "unit": "steps/s", "limit": limit, "ratio": best[key + "_ratio"]})
+        rows.append(
+            {
+                "figure": figure,
+                "value": best[key],
+                "unit": "steps/s",
+                "limit": limit,
+                "ratio": best[key + "_ratio"],
+            }
+        )
     rows.append(
         {
             "figure": f"{label}: GymEnv.rollout / limit, wall clock",
@@ -165,7 +183,11 @@ def bench_small() -> list[dict]:
     ours = GymEnv("CartPole-v1", num_envs=SMALL_ENVS)
     ours.set_seed(0)
     try:
-        fns = {"plain": _plain_loop(plain, SMALL_STEPS), "rollout": _rollout(ours, SMALL_STEPS), "fast": _fast_path(ours, SMALL_STEPS)}
+        fns = {
+            "plain": _plain_loop(plain, SMALL_STEPS),
+            "rollout": _rollout(ours, SMALL_STEPS),
+            "fast": _fast_path(ours, SMALL_STEPS),
+        }
         for fn in fns.values():  # warm-up
             fn()
         best = _paired(fns)
@@ -182,7 +204,11 @@ def bench_big() -> list[dict]:
     ours = GymEnv("CartPole-v1", num_envs=BIG_ENVS, vectorization_mode="vector_entry_point")
     ours.set_seed(0)
     try:
-        fns = {"plain": _plain_loop(plain, BIG_STEPS), "rollout": _rollout(ours, BIG_STEPS), "fast": _fast_path(ours, BIG_STEPS)}
+        fns = {
+            "plain": _plain_loop(plain, BIG_STEPS),
+            "rollout": _rollout(ours, BIG_STEPS),
+            "fast": _fast_path(ours, BIG_STEPS),
+        }
         for fn in fns.values():
             fn()
         best = _paired(fns)
@@ -233,7 +259,9 @@ def _pixel_pipeline() -> Compose:
 
 def _per_transform(label: str, steps: int = 300) -> list[dict]:
     """Each transform's ``on_step`` timed after a raw step (ms per step, min over steps)."""
-    env = TransformedEnv(GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync"), _pixel_pipeline())
+    env = TransformedEnv(
+        GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync"), _pixel_pipeline()
+    )
     env.set_seed(0)
     env.fast_reset()
     draws = env.action_spec.rand((steps,), generator=env._rng)
@@ -250,10 +278,26 @@ def _per_transform(label: str, steps: int = 300) -> list[dict]:
     finally:
         env.close()
     raw = min(cost.pop("raw")) * 1e3
-    rows = [{"figure": f"{label}: raw GymEnv step, ms per step", "value": raw, "unit": "ms", "limit": raw, "ratio": 1.0}]
+    rows = [
+        {
+            "figure": f"{label}: raw GymEnv step, ms per step",
+            "value": raw,
+            "unit": "ms",
+            "limit": raw,
+            "ratio": 1.0,
+        }
+    ]
     for name, times in cost.items():
         ms = min(times) * 1e3
-        rows.append({"figure": f"{label}: {name}.on_step, ms per step / raw", "value": ms, "unit": "ms", "limit": raw, "ratio": ms / raw})
+        rows.append(
+            {
+                "figure": f"{label}: {name}.on_step, ms per step / raw",
+                "value": ms,
+                "unit": "ms",
+                "limit": raw,
+                "ratio": ms / raw,
+            }
+        )
     return rows
 
 
@@ -278,4 +322,6 @@ if __name__ == "__main__":
     rows = run()
     print(f"{'figure':<66} {'value':>12} {'unit':>8} {'limit':>12} {'ratio':>6}")
     for r in rows:
-        print(f"{r['figure']:<66} {r['value']:>12,.0f} {r['unit']:>8} {r['limit']:>12,.0f} {r['ratio']:>6.2f}")
+        print(
+            f"{r['figure']:<66} {r['value']:>12,.0f} {r['unit']:>8} {r['limit']:>12,.0f} {r['ratio']:>6.2f}"
+        )

@@ -68,8 +68,13 @@ def _interleaved(fns: dict, inputs: dict, calls: int, rounds: int = 7) -> dict:
 def _tanh_case(batch: int) -> tuple:
     net = nn.Sequential(MLP(N_OBS, 2 * N_ACT, num_cells=256, depth=2), NormalParamExtractor())
     spec = Bounded(-1.0, 1.0, shape=(batch, N_ACT))
-    actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]), ["loc", "scale"],
-                               spec=spec, distribution_class=TanhNormal, return_log_prob=True)
+    actor = ProbabilisticActor(
+        TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ["loc", "scale"],
+        spec=spec,
+        distribution_class=TanhNormal,
+        return_log_prob=True,
+    )
     const = 0.5 * math.log(2 * math.pi) + 2 * math.log(2.0)  # the spec is [-1, 1]: log h = 0
 
     def bare(obs: torch.Tensor):
@@ -109,8 +114,13 @@ def _rows_for(name: str, make, batch: int) -> dict:
     # as in a collector: no autograd, exploration on (a sample, not the deterministic action)
     with torch.no_grad(), set_exploration_type(ExplorationType.RANDOM):
         best = _interleaved({"ours": module, "bare": bare}, {"ours": tds, "bare": tensors}, calls)
-    return dict(figure=f"{name} [{batch}] per step / bare net + sampling (target <= {TARGET})",
-                value=best["ours"], unit="us", limit=best["bare"], ratio=best["ours"] / best["bare"])
+    return dict(
+        figure=f"{name} [{batch}] per step / bare net + sampling (target <= {TARGET})",
+        value=best["ours"],
+        unit="us",
+        limit=best["bare"],
+        ratio=best["ours"] / best["bare"],
+    )
 
 
 def run() -> list[dict]:

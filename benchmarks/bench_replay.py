@@ -60,7 +60,9 @@ def _best_us(fn: Callable[[], object], calls: int, block: int | None = None) -> 
     return best * 1e6
 
 
-def _best_interleaved_us(fns: dict[str, Callable[[], object]], rounds: int = 300, block: int = 5) -> dict[str, float]:
+def _best_interleaved_us(
+    fns: dict[str, Callable[[], object]], rounds: int = 300, block: int = 5
+) -> dict[str, float]:
     """Best mean time per call of each of ``fns``, timed in alternating blocks.
 
     Each round times a block of ``block`` calls of every function in turn, so a figure
@@ -162,9 +164,16 @@ def bench_sampling(size: int) -> list[dict]:
 
     # interleaved: the floor and each figure see the same load
     best = _best_interleaved_us(
-        {"floor": _floor_fn(storage, BATCH), "uniform": rb.sample, "prioritized": per_step, "tree": tree_step}
+        {
+            "floor": _floor_fn(storage, BATCH),
+            "uniform": rb.sample,
+            "prioritized": per_step,
+            "tree": tree_step,
+        }
     )
-    floor, uniform, prioritized, tree_us = (best[k] for k in ("floor", "uniform", "prioritized", "tree"))
+    floor, uniform, prioritized, tree_us = (
+        best[k] for k in ("floor", "uniform", "prioritized", "tree")
+    )
     tag = f"{size // 1000}k"
     target = " (target <= 1.33)" if size <= 100_000 else ""
     p_target = 60.0 / 15.0 if size <= 100_000 else 100.0 / 15.0

@@ -75,12 +75,32 @@ class Task:
 _PPO_CLEANRL = {"num_envs": 1, "steps_per_env": 2048, "lr": 3e-4, "gamma": 0.99, "lmbda": 0.95,
                 "epochs": 10, "num_minibatches": 32, "clip_epsilon": 0.2, "entropy_coef": 0.0,
                 "critic_coef": 0.5, "max_grad_norm": 0.5, "hidden": 64}
-_PPO_ATARI_CLEANRL = {"num_envs": 8, "steps_per_env": 128, "frame_skip": 4, "lr": 2.5e-4, "gamma": 0.99,
-                      "lmbda": 0.95, "epochs": 4, "num_minibatches": 4, "clip_epsilon": 0.1,
-                      "entropy_coef": 0.01, "critic_coef": 0.5, "max_grad_norm": 0.5}
-_SAC_CLEANRL = {"num_envs": 1, "steps_per_env": 1, "learning_starts": 5_000, "buffer_size": 1_000_000,
-                "batch_size": 256, "updates_per_frame": 1.0, "lr": 3e-4, "gamma": 0.99, "tau": 0.005,
-                "hidden": 256}
+_PPO_ATARI_CLEANRL = {
+    "num_envs": 8,
+    "steps_per_env": 128,
+    "frame_skip": 4,
+    "lr": 2.5e-4,
+    "gamma": 0.99,
+    "lmbda": 0.95,
+    "epochs": 4,
+    "num_minibatches": 4,
+    "clip_epsilon": 0.1,
+    "entropy_coef": 0.01,
+    "critic_coef": 0.5,
+    "max_grad_norm": 0.5,
+}
+_SAC_CLEANRL = {
+    "num_envs": 1,
+    "steps_per_env": 1,
+    "learning_starts": 5_000,
+    "buffer_size": 1_000_000,
+    "batch_size": 256,
+    "updates_per_frame": 1.0,
+    "lr": 3e-4,
+    "gamma": 0.99,
+    "tau": 0.005,
+    "hidden": 256,
+}
 _SAC_DIFFS = [
     "Same settings: {num_envs} envs, buffer {buffer_size:,}, batch {batch_size}, lr {lr}, gamma "
     "{gamma}, tau {tau}, {learning_starts:,} random frames first, {hidden}x{hidden} ReLU "
@@ -93,41 +113,64 @@ _SAC_DIFFS = [
     "ours the same (`init_random_frames`).",
 ]
 TASKS: dict[str, Task] = {
-    "ppo-cartpole": Task("CartPole-v1", 200_000, 475.0, "ppo_cartpole", {"hidden": 64}, [
-        "SB3 runs RL-Zoo's tuned `CartPole-v1` entry (hyperparams/ppo.yml): 8 envs x 32 steps "
-        "(256 frames per update), 20 epochs of minibatch 256, lr `lin_0.001` and clip `lin_0.2` "
-        "(both annealed to 0), gamma 0.98, lambda 0.8, entropy 0; ours its own `Config`: "
-        "{num_envs} envs x {steps_per_env} steps, {epochs} epochs of {minibatch_size}, lr {lr} "
-        "annealed to 0, clip {clip_epsilon} constant, gamma {gamma}, lambda {lmbda}, "
-        "entropy {entropy_coef}.",
-        "Same networks: SB3's default `MlpPolicy` for PPO is separate 64x64 tanh actor and "
-        "critic with orthogonal init, as ours (RL-Zoo sets no `net_arch` for CartPole).",
-        "SB3 steps its 8 CartPole envs in a Python loop (`DummyVecEnv`, RL-Zoo's default); ours "
-        "uses gymnasium's numpy-vectorised CartPole (one numpy step for all {num_envs}).",
-    ]),
+    "ppo-cartpole": Task(
+        "CartPole-v1",
+        200_000,
+        475.0,
+        "ppo_cartpole",
+        {"hidden": 64},
+        [
+            "SB3 runs RL-Zoo's tuned `CartPole-v1` entry (hyperparams/ppo.yml): 8 envs x 32 steps "
+            "(256 frames per update), 20 epochs of minibatch 256, lr `lin_0.001` and clip `lin_0.2` "
+            "(both annealed to 0), gamma 0.98, lambda 0.8, entropy 0; ours its own `Config`: "
+            "{num_envs} envs x {steps_per_env} steps, {epochs} epochs of {minibatch_size}, lr {lr} "
+            "annealed to 0, clip {clip_epsilon} constant, gamma {gamma}, lambda {lmbda}, "
+            "entropy {entropy_coef}.",
+            "Same networks: SB3's default `MlpPolicy` for PPO is separate 64x64 tanh actor and "
+            "critic with orthogonal init, as ours (RL-Zoo sets no `net_arch` for CartPole).",
+            "SB3 steps its 8 CartPole envs in a Python loop (`DummyVecEnv`, RL-Zoo's default); ours "
+            "uses gymnasium's numpy-vectorised CartPole (one numpy step for all {num_envs}).",
+        ],
+    ),
     "sac-pendulum": Task("Pendulum-v1", 20_000, -250.0, "sac_pendulum", _SAC_CLEANRL, _SAC_DIFFS),
-    "ppo-hopper": Task("Hopper-v5", 1_000_000, 1500.0, "ppo_mujoco", _PPO_CLEANRL, [
-        "SB3 runs RL-Zoo's MuJoCo defaults (`normalize: true`: `VecNormalize` of observations "
-        "AND rewards, clip 10, eps 1e-8) with our example's batch, epochs, rates and 64x64 tanh "
-        "networks; ours normalises observations only (`VecNorm`, eps 1e-2) and clips them to "
-        "[-10, 10].",
-        "Both: a state-independent log std starting at 0, actions clipped to the bounds on the "
-        "way to the env, lr annealed linearly to 0.",
-    ]),
-    "sac-halfcheetah": Task("HalfCheetah-v5", 100_000, 3000.0, "sac_mujoco", _SAC_CLEANRL, _SAC_DIFFS),
-    "ppo-breakout": Task("ALE/Breakout-v5", 100_000, None, "ppo_atari", _PPO_ATARI_CLEANRL, [
-        "Throughput only (a short budget). Frames are emulator frames on both sides (agent "
-        "steps x {frame_skip}); SB3 learns for budget / {frame_skip} agent steps.",
-        "SB3: RL-Zoo's `atari` setup (`AtariWrapper`: 30 no-ops, FIRE at reset, frame skip 4 "
-        "with max-pool, 84x84 grey, life loss as terminal, reward clipping; 4 stacked frames; "
-        "Nature-CNN `CnnPolicy`) on ALE made with frameskip 1 and no sticky actions, its "
-        "{num_envs} envs stepped in a Python loop (`DummyVecEnv`), with our example's PPO "
-        "settings: {steps_per_env} steps, {epochs} epochs of {num_minibatches} minibatches, lr "
-        "{lr} annealed, clip {clip_epsilon} constant, entropy {entropy_coef}. Ours: ALE's own C++ "
-        "vector env doing the same preprocessing (it may step its envs on threads of its own; "
-        "torch has 1 thread on both sides), life loss a training-only done, one CNN trunk "
-        "shared by the policy and value heads as in SB3's `CnnPolicy`.",
-    ]),
+    "ppo-hopper": Task(
+        "Hopper-v5",
+        1_000_000,
+        1500.0,
+        "ppo_mujoco",
+        _PPO_CLEANRL,
+        [
+            "SB3 runs RL-Zoo's MuJoCo defaults (`normalize: true`: `VecNormalize` of observations "
+            "AND rewards, clip 10, eps 1e-8) with our example's batch, epochs, rates and 64x64 tanh "
+            "networks; ours normalises observations only (`VecNorm`, eps 1e-2) and clips them to "
+            "[-10, 10].",
+            "Both: a state-independent log std starting at 0, actions clipped to the bounds on the "
+            "way to the env, lr annealed linearly to 0.",
+        ],
+    ),
+    "sac-halfcheetah": Task(
+        "HalfCheetah-v5", 100_000, 3000.0, "sac_mujoco", _SAC_CLEANRL, _SAC_DIFFS
+    ),
+    "ppo-breakout": Task(
+        "ALE/Breakout-v5",
+        100_000,
+        None,
+        "ppo_atari",
+        _PPO_ATARI_CLEANRL,
+        [
+            "Throughput only (a short budget). Frames are emulator frames on both sides (agent "
+            "steps x {frame_skip}); SB3 learns for budget / {frame_skip} agent steps.",
+            "SB3: RL-Zoo's `atari` setup (`AtariWrapper`: 30 no-ops, FIRE at reset, frame skip 4 "
+            "with max-pool, 84x84 grey, life loss as terminal, reward clipping; 4 stacked frames; "
+            "Nature-CNN `CnnPolicy`) on ALE made with frameskip 1 and no sticky actions, its "
+            "{num_envs} envs stepped in a Python loop (`DummyVecEnv`), with our example's PPO "
+            "settings: {steps_per_env} steps, {epochs} epochs of {num_minibatches} minibatches, lr "
+            "{lr} annealed, clip {clip_epsilon} constant, entropy {entropy_coef}. Ours: ALE's own C++ "
+            "vector env doing the same preprocessing (it may step its envs on threads of its own; "
+            "torch has 1 thread on both sides), life loss a training-only done, one CNN trunk "
+            "shared by the policy and value heads as in SB3's `CnnPolicy`.",
+        ],
+    ),
 }
 
 
@@ -192,16 +235,28 @@ def run_ours(task: Task, seed: int, frames: int, timeout: float) -> dict:
         result = _last_json(proc, f"ours ({task.example}.py seed {seed})")
         reached = frames_to_threshold(tb, task.target) if task.target is not None else None
         result |= {"frames_to_target": reached, "seconds_to_target": seconds_at(tb, reached)}
-    return result | {"code": code_fingerprint(task.example), "command": shlex.join(["python", *args])}
+    return result | {
+        "code": code_fingerprint(task.example),
+        "command": shlex.join(["python", *args]),
+    }
 
 
 def run_sb3(name: str, task: Task, seed: int, frames: int, config: dict, timeout: float) -> dict:
     args = ["benchmarks/peers_sb3.py", name, "--seed", str(seed), "--frames", str(frames)]
     if task.target is not None:
         args += ["--target", str(task.target)]
-    proc = subprocess.run([sys.executable, *args, "--config", json.dumps(config)], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=timeout, check=False)
-    return _last_json(proc, f"SB3 ({name} seed {seed})") | {"command": shlex.join(["python", *args])}
+    proc = subprocess.run(
+        [sys.executable, *args, "--config", json.dumps(config)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return _last_json(proc, f"SB3 ({name} seed {seed})") | {
+        "command": shlex.join(["python", *args])
+    }
 
 
 def race(name: str, seed: int, frames: int, sides: list[str], timeout: float) -> list[dict]:
@@ -216,9 +271,19 @@ def race(name: str, seed: int, frames: int, sides: list[str], timeout: float) ->
         print(f"[{name} seed {seed}] {side} ... (1-min load {load:.2f})", flush=True)
         result = (run_ours(task, seed, frames, timeout) if side == "ours"
                   else run_sb3(name, task, seed, frames, config, timeout))
-        runs.append({"side": side, "seed": seed, "started": started, "load_avg_1min_before": round(load, 2),
-                     "process_seconds": round(time.perf_counter() - t0, 2), **result})
-        print(f"    {json.dumps({k: v for k, v in runs[-1].items() if k != 'settings'})}", flush=True)
+        runs.append(
+            {
+                "side": side,
+                "seed": seed,
+                "started": started,
+                "load_avg_1min_before": round(load, 2),
+                "process_seconds": round(time.perf_counter() - t0, 2),
+                **result,
+            }
+        )
+        print(
+            f"    {json.dumps({k: v for k, v in runs[-1].items() if k != 'settings'})}", flush=True
+        )
     return runs
 
 
@@ -234,11 +299,22 @@ def summarise(runs: list[dict]) -> dict:
         mine = [r for r in runs if r["side"] == side]
         if not mine:
             continue
-        out[side] = {"seeds": [r["seed"] for r in mine], "frames": _median([r["frames"] for r in mine]),
-                     "reached": sum(r["frames_to_target"] is not None for r in mine),
-                     **{k: _median([r[k] for r in mine]) for k in
-                        ("seconds", "process_seconds", "fps", "mean_return", "frames_to_target",
-                         "seconds_to_target")}}
+        out[side] = {
+            "seeds": [r["seed"] for r in mine],
+            "frames": _median([r["frames"] for r in mine]),
+            "reached": sum(r["frames_to_target"] is not None for r in mine),
+            **{
+                k: _median([r[k] for r in mine])
+                for k in (
+                    "seconds",
+                    "process_seconds",
+                    "fps",
+                    "mean_return",
+                    "frames_to_target",
+                    "seconds_to_target",
+                )
+            },
+        }
     if "ours" in out and "sb3" in out:
         ours, sb3 = out["ours"], out["sb3"]
         ratio = {k: round(ours[k] / sb3[k], 3) if ours[k] and sb3[k] else None
@@ -271,14 +347,35 @@ def print_table(tasks: dict[str, dict]) -> None:
         for side in ("ours", "sb3"):
             if side in s:
                 v = s[side]
-                rows.append([name, side, _cell(v["frames"]), _cell(v["seconds"], "{:.1f}"), _cell(v["fps"]),
-                             _cell(v["mean_return"], "{:.1f}"), _cell(v["frames_to_target"]),
-                             _cell(v["seconds_to_target"], "{:.1f}")])
+                rows.append(
+                    [
+                        name,
+                        side,
+                        _cell(v["frames"]),
+                        _cell(v["seconds"], "{:.1f}"),
+                        _cell(v["fps"]),
+                        _cell(v["mean_return"], "{:.1f}"),
+                        _cell(v["frames_to_target"]),
+                        _cell(v["seconds_to_target"], "{:.1f}"),
+                    ]
+                )
         if "ratios_ours_over_sb3" in s:
             r = s["ratios_ours_over_sb3"]
-            rows.append([name, "ours/SB3", "", _cell(r["seconds"], "{:.2f}"), _cell(r["fps"], "{:.2f}"), "",
-                         _cell(r["frames_to_target"], "{:.2f}"), _cell(r["seconds_to_target"], "{:.2f}")])
-    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
+            rows.append(
+                [
+                    name,
+                    "ours/SB3",
+                    "",
+                    _cell(r["seconds"], "{:.2f}"),
+                    _cell(r["fps"], "{:.2f}"),
+                    "",
+                    _cell(r["frames_to_target"], "{:.2f}"),
+                    _cell(r["seconds_to_target"], "{:.2f}"),
+                ]
+            )
+    widths = [
+        max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)
+    ]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
     for row in rows:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
@@ -291,7 +388,10 @@ def budgets(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[s
         if name not in TASKS or not value.isdigit():
             parser.error(f"--frames: expected TASK=N with TASK in {sorted(TASKS)}, got {item!r}")
         explicit[name] = int(value)
-    return {name: explicit.get(name, round(TASKS[name].frames * args.budget_scale)) for name in args.tasks}
+    return {
+        name: explicit.get(name, round(TASKS[name].frames * args.budget_scale))
+        for name in args.tasks
+    }
 
 
 def runnable(name: str, sides: list[str]) -> bool:
@@ -314,17 +414,25 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help=f"results file (default {RESULTS.relative_to(ROOT)} for full budgets, "
                              f"{SHORT_RESULTS} otherwise)")
-    parser.add_argument("--render-docs", action="store_true",
-                        help=f"only rewrite the section of docs/results.md from {RESULTS.relative_to(ROOT)}")
+    parser.add_argument(
+        "--render-docs",
+        action="store_true",
+        help=f"only rewrite the section of docs/results.md from {RESULTS.relative_to(ROOT)}",
+    )
     args = parser.parse_args()
     if args.render_docs:
         update_page(json.loads(RESULTS.read_text()))
         return 0
     if "sb3" in args.sides and importlib.util.find_spec("stable_baselines3") is None:
-        parser.error("stable-baselines3 is not installed: `uv sync --all-packages --all-extras --all-groups` "
-                     "(or add `--group peers` to your sync)")
+        parser.error(
+            "stable-baselines3 is not installed: `uv sync --all-packages --all-extras --all-groups` "
+            "(or add `--group peers` to your sync)"
+        )
     frames = budgets(args, parser)
-    full = all(frames[n] == TASKS[n].frames for n in args.tasks) and set(args.sides) == {"ours", "sb3"}
+    full = all(frames[n] == TASKS[n].frames for n in args.tasks) and set(args.sides) == {
+        "ours",
+        "sb3",
+    }
     out = args.out or (RESULTS if full else SHORT_RESULTS)
     meta = metadata() | {"peer_versions": peer_versions(), "load_avg_1min_start": _load()}
     done, failures = {}, []
@@ -337,7 +445,9 @@ def main() -> int:
                 failures.append(name)
                 print(f"{name} seed {seed}: {exc}", file=sys.stderr)
         if runs:
-            done[name] = task_record(name, frames[name], runs, meta | {"load_avg_1min_end": _load()})
+            done[name] = task_record(
+                name, frames[name], runs, meta | {"load_avg_1min_end": _load()}
+            )
     print_table(done)
     write(out, done, meta)
     if out == RESULTS:

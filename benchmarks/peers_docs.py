@@ -26,9 +26,17 @@ def _fmt(x: float | None, fmt: str) -> str:
 
 def _side_row(label: str, side: str, v: dict, target: float | None) -> str:
     reached = f" ({v['reached']}/{len(v['seeds'])})" if target is not None else ""
-    cells = [label, side, ", ".join(map(str, v["seeds"])), _fmt(v["frames"], "{:,.0f}"),
-             _fmt(v["seconds"], "{:.1f}"), _fmt(v["fps"], "{:,.0f}"), _fmt(v["mean_return"], "{:.1f}"),
-             _fmt(v["frames_to_target"], "{:,.0f}") + reached, _fmt(v["seconds_to_target"], "{:.1f}")]
+    cells = [
+        label,
+        side,
+        ", ".join(map(str, v["seeds"])),
+        _fmt(v["frames"], "{:,.0f}"),
+        _fmt(v["seconds"], "{:.1f}"),
+        _fmt(v["fps"], "{:,.0f}"),
+        _fmt(v["mean_return"], "{:.1f}"),
+        _fmt(v["frames_to_target"], "{:,.0f}") + reached,
+        _fmt(v["seconds_to_target"], "{:.1f}"),
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -43,15 +51,26 @@ def _rows(name: str, rec: dict, sb3_version: str) -> list[str]:
             for i, side in enumerate(side for side in ("ours", "sb3") if side in s)]
     if "ratios_ours_over_sb3" in s:
         r = s["ratios_ours_over_sb3"]
-        cells = ["", "**ours / SB3**", "", "", _fmt(r["seconds"], "{:.2f}"), f"**{_fmt(r['fps'], '{:.2f}')}**",
-                 "", _fmt(r["frames_to_target"], "{:.2f}"), f"**{_fmt(r['seconds_to_target'], '{:.2f}')}**"]
+        cells = [
+            "",
+            "**ours / SB3**",
+            "",
+            "",
+            _fmt(r["seconds"], "{:.2f}"),
+            f"**{_fmt(r['fps'], '{:.2f}')}**",
+            "",
+            _fmt(r["frames_to_target"], "{:.2f}"),
+            f"**{_fmt(r['seconds_to_target'], '{:.2f}')}**",
+        ]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
 
 def _versions(meta: dict) -> str:
     ours, peers = meta.get("versions", {}), meta.get("peer_versions", {})
-    named = [f"{k} {ours[k]}" for k in ("python", "torch", "gymnasium", "rl-collectors") if k in ours]
+    named = [
+        f"{k} {ours[k]}" for k in ("python", "torch", "gymnasium", "rl-collectors") if k in ours
+    ]
     named += [f"{k} {peers[k]}" for k in ("stable-baselines3", "mujoco", "ale-py") if k in peers]
     return ", ".join(named)
 
@@ -74,7 +93,10 @@ def render(results: dict) -> str:
     names = [n for n in TASK_ORDER if n in tasks]
     missing = [f"`{n}`" for n in TASK_ORDER if n not in tasks]
     lines = [
-        BEGIN, "", "## Against Stable-Baselines3", "",
+        BEGIN,
+        "",
+        "## Against Stable-Baselines3",
+        "",
         "Stable-Baselines3 (the library most of our users would pick instead) and our examples on the "
         "same task, frame budget, network sizes and thread count (one torch thread, `OMP_NUM_THREADS=1`), "
         "each side in a fresh process, one after the other, by `benchmarks/compare_peers.py`; this section "
@@ -83,12 +105,15 @@ def render(results: dict) -> str:
         "is the mean of the last 20 training episodes at the end of the budget; *frames to target* is the "
         "first per-batch check at which that running mean reached the target (with how many seeds reached "
         "it), *time to target* the training seconds until then. Ratios are ours / SB3: above 1 is better "
-        "for frames/s, below 1 for the times.", "",
+        "for frames/s, below 1 for the times.",
+        "",
         "| Task | Side | Seeds | Frames | Wall time (s) | Frames/s | Final return | Frames to target | "
         "Time to target (s) |",
         "|---|---|---|---|---|---|---|---|---|",
-        *[row for n in names for row in _rows(n, tasks[n], sb3)], "",
-        *[_stamp(n, tasks[n]) for n in names], "",
+        *[row for n in names for row in _rows(n, tasks[n], sb3)],
+        "",
+        *[_stamp(n, tasks[n]) for n in names],
+        "",
     ]
     loaded = [n for n in names if max(r["load_avg_1min_before"] for r in tasks[n]["runs"])
               > tasks[n]["meta"]["machine"]["cpus"]]
@@ -98,9 +123,12 @@ def render(results: dict) -> str:
                   "the wall times there are longer than on an idle machine and the ratios noisy; "
                   "re-run on an idle machine before drawing conclusions.", ""]
     if missing:
-        lines += [f"Not raced at full budget yet: {', '.join(missing)} "
-                  f"(`uv run python benchmarks/compare_peers.py --tasks {' '.join(m.strip('`') for m in missing)}`; "
-                  "a task whose example is missing is skipped).", ""]
+        lines += [
+            f"Not raced at full budget yet: {', '.join(missing)} "
+            f"(`uv run python benchmarks/compare_peers.py --tasks {' '.join(m.strip('`') for m in missing)}`; "
+            "a task whose example is missing is skipped).",
+            "",
+        ]
     lines += ["### What differs between the two setups", ""]
     lines += [f"- **`{n}`**: " + " ".join(tasks[n]["differences"]) for n in names]
     lines += ["", "The exact settings of both sides of each race are in the results file "

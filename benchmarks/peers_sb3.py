@@ -81,9 +81,21 @@ def ppo_cartpole(seed: int, ours: dict) -> tuple[PPO, dict]:
              "gae_lambda": 0.8, "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0,
              "learning_rate": "lin_0.001", "clip_range": "lin_0.2",
              "net_arch": {"pi": width, "vf": width}, "activation": "Tanh"}
-    model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-                ent_coef=0.0, learning_rate=lin(1e-3), clip_range=lin(0.2),
-                policy_kwargs={"net_arch": {"pi": width, "vf": width}}, seed=seed, device="cpu")
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=lin(1e-3),
+        clip_range=lin(0.2),
+        policy_kwargs={"net_arch": {"pi": width, "vf": width}},
+        seed=seed,
+        device="cpu",
+    )
     return model, shown
 
 
@@ -93,18 +105,39 @@ def ppo_mujoco(seed: int, ours: dict) -> tuple[PPO, dict]:
     n, steps = ours["num_envs"], ours["steps_per_env"]
     env = VecNormalize(make_vec_env(ours["env_id"], n_envs=n, seed=seed), gamma=ours["gamma"])
     width = [ours["hidden"]] * 2
-    shown = {"n_envs": n, "vec_env": "DummyVecEnv + VecNormalize(obs, reward, clip 10)",
-             "n_steps": steps, "batch_size": n * steps // ours["num_minibatches"],
-             "n_epochs": ours["epochs"], "learning_rate": f"lin_{ours['lr']}", "gamma": ours["gamma"],
-             "gae_lambda": ours["lmbda"], "clip_range": ours["clip_epsilon"],
-             "ent_coef": ours["entropy_coef"], "vf_coef": ours["critic_coef"],
-             "max_grad_norm": ours["max_grad_norm"], "net_arch": {"pi": width, "vf": width},
-             "activation": "Tanh"}
-    model = PPO("MlpPolicy", env, n_steps=steps, batch_size=shown["batch_size"], n_epochs=ours["epochs"],
-                learning_rate=lin(ours["lr"]), gamma=ours["gamma"], gae_lambda=ours["lmbda"],
-                clip_range=ours["clip_epsilon"], ent_coef=ours["entropy_coef"], vf_coef=ours["critic_coef"],
-                max_grad_norm=ours["max_grad_norm"], policy_kwargs={"net_arch": {"pi": width, "vf": width}},
-                seed=seed, device="cpu")
+    shown = {
+        "n_envs": n,
+        "vec_env": "DummyVecEnv + VecNormalize(obs, reward, clip 10)",
+        "n_steps": steps,
+        "batch_size": n * steps // ours["num_minibatches"],
+        "n_epochs": ours["epochs"],
+        "learning_rate": f"lin_{ours['lr']}",
+        "gamma": ours["gamma"],
+        "gae_lambda": ours["lmbda"],
+        "clip_range": ours["clip_epsilon"],
+        "ent_coef": ours["entropy_coef"],
+        "vf_coef": ours["critic_coef"],
+        "max_grad_norm": ours["max_grad_norm"],
+        "net_arch": {"pi": width, "vf": width},
+        "activation": "Tanh",
+    }
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=steps,
+        batch_size=shown["batch_size"],
+        n_epochs=ours["epochs"],
+        learning_rate=lin(ours["lr"]),
+        gamma=ours["gamma"],
+        gae_lambda=ours["lmbda"],
+        clip_range=ours["clip_epsilon"],
+        ent_coef=ours["entropy_coef"],
+        vf_coef=ours["critic_coef"],
+        max_grad_norm=ours["max_grad_norm"],
+        policy_kwargs={"net_arch": {"pi": width, "vf": width}},
+        seed=seed,
+        device="cpu",
+    )
     return model, shown
 
 
@@ -114,15 +147,38 @@ def sac(seed: int, ours: dict) -> tuple[SAC, dict]:
     env = make_vec_env(ours["env_id"], n_envs=n, seed=seed)
     grad_steps = round(n * steps * ours["updates_per_frame"])  # our updates per collected batch
     width = [ours["hidden"]] * 2
-    shown = {"n_envs": n, "vec_env": "DummyVecEnv", "buffer_size": ours["buffer_size"],
-             "batch_size": ours["batch_size"], "learning_rate": ours["lr"], "gamma": ours["gamma"],
-             "tau": ours["tau"], "learning_starts": ours["learning_starts"],
-             "train_freq": [steps, "step"], "gradient_steps": grad_steps, "ent_coef": "auto (init 1.0)",
-             "target_entropy": "auto", "net_arch": width, "activation": "ReLU"}
-    model = SAC("MlpPolicy", env, buffer_size=ours["buffer_size"], batch_size=ours["batch_size"],
-                learning_rate=ours["lr"], gamma=ours["gamma"], tau=ours["tau"],
-                learning_starts=ours["learning_starts"], train_freq=(steps, "step"),
-                gradient_steps=grad_steps, ent_coef="auto", policy_kwargs={"net_arch": width}, seed=seed, device="cpu")
+    shown = {
+        "n_envs": n,
+        "vec_env": "DummyVecEnv",
+        "buffer_size": ours["buffer_size"],
+        "batch_size": ours["batch_size"],
+        "learning_rate": ours["lr"],
+        "gamma": ours["gamma"],
+        "tau": ours["tau"],
+        "learning_starts": ours["learning_starts"],
+        "train_freq": [steps, "step"],
+        "gradient_steps": grad_steps,
+        "ent_coef": "auto (init 1.0)",
+        "target_entropy": "auto",
+        "net_arch": width,
+        "activation": "ReLU",
+    }
+    model = SAC(
+        "MlpPolicy",
+        env,
+        buffer_size=ours["buffer_size"],
+        batch_size=ours["batch_size"],
+        learning_rate=ours["lr"],
+        gamma=ours["gamma"],
+        tau=ours["tau"],
+        learning_starts=ours["learning_starts"],
+        train_freq=(steps, "step"),
+        gradient_steps=grad_steps,
+        ent_coef="auto",
+        policy_kwargs={"net_arch": width},
+        seed=seed,
+        device="cpu",
+    )
     return model, shown
 
 
@@ -139,17 +195,41 @@ def ppo_atari(seed: int, ours: dict) -> tuple[PPO, dict]:
     # the last two), as on RL-Zoo's BreakoutNoFrameskip-v4
     n, steps = ours["num_envs"], ours["steps_per_env"]
     env_kwargs = {"frameskip": 1, "repeat_action_probability": 0.0}
-    env = VecFrameStack(make_atari_env(ours["env_id"], n_envs=n, seed=seed, env_kwargs=env_kwargs), n_stack=4)
-    shown = {"n_envs": n, "vec_env": "DummyVecEnv + AtariWrapper(frame_skip=4) + VecFrameStack(4)",
-             "env_kwargs": env_kwargs, "policy": "CnnPolicy", "n_steps": steps, "n_epochs": ours["epochs"],
-             "batch_size": n * steps // ours["num_minibatches"], "learning_rate": f"lin_{ours['lr']}",
-             "clip_range": ours["clip_epsilon"], "gamma": ours["gamma"], "gae_lambda": ours["lmbda"],
-             "vf_coef": ours["critic_coef"], "ent_coef": ours["entropy_coef"],
-             "max_grad_norm": ours["max_grad_norm"]}
-    model = PPO("CnnPolicy", env, n_steps=steps, n_epochs=ours["epochs"], batch_size=shown["batch_size"],
-                learning_rate=lin(ours["lr"]), clip_range=ours["clip_epsilon"], gamma=ours["gamma"],
-                gae_lambda=ours["lmbda"], vf_coef=ours["critic_coef"], ent_coef=ours["entropy_coef"],
-                max_grad_norm=ours["max_grad_norm"], seed=seed, device="cpu")
+    env = VecFrameStack(
+        make_atari_env(ours["env_id"], n_envs=n, seed=seed, env_kwargs=env_kwargs), n_stack=4
+    )
+    shown = {
+        "n_envs": n,
+        "vec_env": "DummyVecEnv + AtariWrapper(frame_skip=4) + VecFrameStack(4)",
+        "env_kwargs": env_kwargs,
+        "policy": "CnnPolicy",
+        "n_steps": steps,
+        "n_epochs": ours["epochs"],
+        "batch_size": n * steps // ours["num_minibatches"],
+        "learning_rate": f"lin_{ours['lr']}",
+        "clip_range": ours["clip_epsilon"],
+        "gamma": ours["gamma"],
+        "gae_lambda": ours["lmbda"],
+        "vf_coef": ours["critic_coef"],
+        "ent_coef": ours["entropy_coef"],
+        "max_grad_norm": ours["max_grad_norm"],
+    }
+    model = PPO(
+        "CnnPolicy",
+        env,
+        n_steps=steps,
+        n_epochs=ours["epochs"],
+        batch_size=shown["batch_size"],
+        learning_rate=lin(ours["lr"]),
+        clip_range=ours["clip_epsilon"],
+        gamma=ours["gamma"],
+        gae_lambda=ours["lmbda"],
+        vf_coef=ours["critic_coef"],
+        ent_coef=ours["entropy_coef"],
+        max_grad_norm=ours["max_grad_norm"],
+        seed=seed,
+        device="cpu",
+    )
     return model, shown
 
 
@@ -168,7 +248,9 @@ def main() -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--frames", type=int, required=True, help="total_timesteps of learn()")
     parser.add_argument("--target", type=float, default=None, help="mean return to reach")
-    parser.add_argument("--config", type=json.loads, required=True, help="our example's Config (JSON)")
+    parser.add_argument(
+        "--config", type=json.loads, required=True, help="our example's Config (JSON)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     model, shown = BUILDERS[args.task](args.seed, args.config)
@@ -179,11 +261,19 @@ def main() -> dict:
     model.learn(total_timesteps=args.frames // skip, callback=log)
     seconds = time.perf_counter() - start
     frames = model.num_timesteps * skip
-    return {"frames": frames, "seconds": round(seconds, 2), "fps": round(frames / seconds, 1),
-            "mean_return": round(log.mean(), 2), "episodes_in_mean": len(log.returns),
-            "episodes": log.episodes, "frames_to_target": log.reached[0] * skip if log.reached else None,
-            "seconds_to_target": round(log.reached[1], 2) if log.reached else None,
-            "torch_threads": torch.get_num_threads(), "settings": shown, "seed": args.seed}
+    return {
+        "frames": frames,
+        "seconds": round(seconds, 2),
+        "fps": round(frames / seconds, 1),
+        "mean_return": round(log.mean(), 2),
+        "episodes_in_mean": len(log.returns),
+        "episodes": log.episodes,
+        "frames_to_target": log.reached[0] * skip if log.reached else None,
+        "seconds_to_target": round(log.reached[1], 2) if log.reached else None,
+        "torch_threads": torch.get_num_threads(),
+        "settings": shown,
+        "seed": args.seed,
+    }
 
 
 if __name__ == "__main__":

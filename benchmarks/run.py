@@ -37,7 +37,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "latest.json"
 THIRD_PARTY = ("torch", "tensordict", "gymnasium", "numpy")
-OURS = ("rl_profiling", "rl_envs", "rl_collectors", "rl_replay", "rl_objectives", "rl_recurrent", "rl_modules")
+OURS = (
+    "rl_profiling",
+    "rl_envs",
+    "rl_collectors",
+    "rl_replay",
+    "rl_objectives",
+    "rl_recurrent",
+    "rl_modules",
+)
 
 
 def _load(path: Path):
@@ -73,14 +81,18 @@ def versions() -> dict[str, str]:
 
 
 def _git(*args: str) -> str:
-    out = subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=10, check=True)
+    out = subprocess.run(
+        ["git", *args], cwd=HERE, capture_output=True, text=True, timeout=10, check=True
+    )
     return out.stdout.strip()
 
 
 def _git_commit() -> str | None:
     """The checkout's commit, with ``-dirty`` when files differ from it; None without git."""
     try:
-        return _git("rev-parse", "--short=12", "HEAD") + ("-dirty" if _git("status", "--porcelain") else "")
+        return _git("rev-parse", "--short=12", "HEAD") + (
+            "-dirty" if _git("status", "--porcelain") else ""
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -128,7 +140,10 @@ def print_table(rows: list[dict]) -> None:
     """Print rows as an aligned table (bench, figure, value, unit, limit, ratio)."""
     cols = ["bench", "figure", "value", "unit", "limit", "ratio"]
     cells = [[_fmt(r.get(c, "")) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(cols)]
+    widths = [
+        max(len(c), *(len(row[i]) for row in cells)) if cells else len(c)
+        for i, c in enumerate(cols)
+    ]
     line = "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
     print(line)
     print("-" * len(line))
@@ -151,7 +166,9 @@ def _merged(rows: list[dict], names: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("names", nargs="*", help="benchmark names (bench_<name>.py); all by default")
+    parser.add_argument(
+        "names", nargs="*", help="benchmark names (bench_<name>.py); all by default"
+    )
     parser.add_argument("--merge", action="store_true",
                         help="keep the other benches' rows of the existing results file")
     args = parser.parse_args(argv)
@@ -171,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}] done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     print_table(rows)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(_merged(rows, args.names) if args.merge else {**metadata(), "rows": rows},
-                                  indent=2))
+    RESULTS.write_text(
+        json.dumps(
+            _merged(rows, args.names) if args.merge else {**metadata(), "rows": rows}, indent=2
+        )
+    )
     print(f"\nwrote {RESULTS.relative_to(HERE.parent)}")
     if failures:
         print(f"failed: {failures}", file=sys.stderr)

@@ -153,8 +153,12 @@ def parse_args() -> Config:
     for field in dataclasses.fields(Config):
         kind = type(field.default)
         parse = (lambda v: v.lower() in ("1", "true", "yes")) if kind is bool else kind
-        nargs = {"nargs": "?", "const": True} if kind is bool else {}  # `--resume` or `--resume false`
-        parser.add_argument("--" + field.name.replace("_", "-"), type=parse, default=field.default, **nargs)
+        nargs = (
+            {"nargs": "?", "const": True} if kind is bool else {}
+        )  # `--resume` or `--resume false`
+        parser.add_argument(
+            "--" + field.name.replace("_", "-"), type=parse, default=field.default, **nargs
+        )
     return Config(**vars(parser.parse_args()))
 
 
@@ -202,20 +206,37 @@ def main(cfg: Config) -> dict:
     # writes |td_error| back as priorities, and pushes the weights (epsilon included).
     env_fns = [partial(make_env, cfg.env_id, cfg.envs_per_worker, cfg.seed + 1000 * w)
                for w in range(cfg.num_workers)]
-    collector = MultiSyncCollector(env_fns, policy, frames_per_batch=frames_per_batch,
-                                   total_frames=cfg.total_frames, init_random_frames=cfg.learning_starts,
-                                   num_threads=cfg.threads, timeout=120.0, start_timeout=120.0)
+    collector = MultiSyncCollector(
+        env_fns,
+        policy,
+        frames_per_batch=frames_per_batch,
+        total_frames=cfg.total_frames,
+        init_random_frames=cfg.learning_starts,
+        num_threads=cfg.threads,
+        timeout=120.0,
+        start_timeout=120.0,
+    )
     buffer = TensorDictPrioritizedReplayBuffer(
-        alpha=cfg.alpha, beta=cfg.beta, storage=LazyTensorStorage(cfg.buffer_size, device=cfg.device),
+        alpha=cfg.alpha,
+        beta=cfg.beta,
+        storage=LazyTensorStorage(cfg.buffer_size, device=cfg.device),
         batch_size=cfg.batch_size,
     )
     qnet.to(cfg.device)
-    loss_fn = DQNLoss(qnet, gamma=cfg.gamma, loss_function="smooth_l1", delay_value=True, double_dqn=True,
-                      reduction="none")
+    loss_fn = DQNLoss(
+        qnet,
+        gamma=cfg.gamma,
+        loss_function="smooth_l1",
+        delay_value=True,
+        double_dqn=True,
+        reduction="none",
+    )
     target_updater = HardUpdate(loss_fn, value_network_update_interval=cfg.target_update)
     optim = torch.optim.Adam(loss_fn.value_network.parameters(), lr=cfg.lr)
     logger, returns = make_logger(cfg), deque(maxlen=20)
-    timing = RunReport(f"DQN {cfg.env_id}", profile=cfg.profile or None)  # every phase timed; a trace
+    timing = RunReport(
+        f"DQN {cfg.env_id}", profile=cfg.profile or None
+    )  # every phase timed; a trace
     # the collector is restored last (load_checkpoint's rule): its workers get the
     # restored weights; the buffer is saved by its own dumps (rows, priorities, RNG)
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every, policy=policy,
@@ -258,7 +279,9 @@ def main(cfg: Config) -> dict:
                 break  # SIGTERM: the checkpoint is written, stop cleanly
             fps = (frames - resumed_from) / (time.perf_counter() - start)
             bar.update(batch.numel())
-            bar.set_postfix(fps=f"{fps:,.0f}", ret=f"{mean_return:.1f}", eps=f"{eps:.2f}", refresh=False)
+            bar.set_postfix(
+                fps=f"{fps:,.0f}", ret=f"{mean_return:.1f}", eps=f"{eps:.2f}", refresh=False
+            )
             if logger is not None:
                 log_scalars(logger, frames, mean_return if returns else None, fps, eps, losses)
     finally:
@@ -272,9 +295,17 @@ def main(cfg: Config) -> dict:
     print(timing.report())
     if timing.trace:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
-    return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
-            "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "updates": updates,
-            "seed": cfg.seed, "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None}
+    return {
+        "frames": frames,
+        "seconds": round(seconds, 2),
+        "mean_return": round(sum(returns) / max(len(returns), 1), 2),
+        "fps": round((frames - resumed_from) / seconds, 1),
+        "episodes_in_mean": len(returns),
+        "updates": updates,
+        "seed": cfg.seed,
+        "resumed_from_frames": resumed_from,
+        "stopped_by_signal": ckpt.stop_requested is not None,
+    }
 
 
 def train_step(buffer, loss_fn, optim, target_updater, cfg: Config, timing: RunReport):
@@ -302,7 +333,9 @@ def train_step(buffer, loss_fn, optim, target_updater, cfg: Config, timing: RunR
     return losses
 
 
-def log_scalars(logger, frames: int, mean_return: float | None, fps: float, eps: float, losses) -> None:
+def log_scalars(
+    logger, frames: int, mean_return: float | None, fps: float, eps: float, losses
+) -> None:
     if mean_return is not None:  # None until an episode finished
         logger.add_scalar("charts/episodic_return", mean_return, frames)
     logger.add_scalar("charts/SPS", fps, frames)

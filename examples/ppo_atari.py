@@ -95,8 +95,13 @@ def parse_args() -> Config:
     for field in dataclasses.fields(Config):
         kind, more = type(field.default), {}
         if kind is bool:  # `--resume` or `--resume false`
-            kind, more = (lambda v: v.lower() in ("1", "true", "yes")), {"nargs": "?", "const": True}
-        parser.add_argument("--" + field.name.replace("_", "-"), type=kind, default=field.default, **more)
+            kind, more = (
+                (lambda v: v.lower() in ("1", "true", "yes")),
+                {"nargs": "?", "const": True},
+            )
+        parser.add_argument(
+            "--" + field.name.replace("_", "-"), type=kind, default=field.default, **more
+        )
     return Config(**vars(parser.parse_args()))
 
 
@@ -123,9 +128,16 @@ def make_agent(env: TransformedEnv, cfg: Config) -> ActorValueOperator:
         if isinstance(m, (nn.Conv2d, nn.Linear)):
             layer_init(m, 2**0.5)
     trunk = TensorDictModule(cnn, ["observation"], ["hidden"])
-    head = TensorDictModule(layer_init(nn.Linear(512, env.action_spec.n), 0.01), ["hidden"], ["logits"])
-    policy = ProbabilisticActor(head, ["logits"], spec=env.action_spec,
-                                distribution_class=torch.distributions.Categorical, return_log_prob=True)
+    head = TensorDictModule(
+        layer_init(nn.Linear(512, env.action_spec.n), 0.01), ["hidden"], ["logits"]
+    )
+    policy = ProbabilisticActor(
+        head,
+        ["logits"],
+        spec=env.action_spec,
+        distribution_class=torch.distributions.Categorical,
+        return_log_prob=True,
+    )
     value = ValueOperator(layer_init(nn.Linear(512, 1), 1.0), in_keys=["hidden"])
     return ActorValueOperator(trunk, policy, value).to(cfg.device)
 
@@ -156,14 +168,23 @@ def main(cfg: Config) -> dict:
     advantage = eol.register_keys(GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic))
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(steps_per_batch, device=cfg.device),
                                     sampler=SamplerWithoutReplacement(), batch_size=minibatch)
-    loss_fn = ClipPPOLoss(actor, critic, clip_epsilon=cfg.clip_epsilon, entropy_coef=cfg.entropy_coef,
-                          critic_coef=cfg.critic_coef, loss_critic_type="l2", normalize_advantage=True)
+    loss_fn = ClipPPOLoss(
+        actor,
+        critic,
+        clip_epsilon=cfg.clip_epsilon,
+        entropy_coef=cfg.entropy_coef,
+        critic_coef=cfg.critic_coef,
+        loss_critic_type="l2",
+        normalize_advantage=True,
+    )
     params = list(model.parameters())
     optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
     num_batches = -(-total_steps // steps_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
     logger, returns = make_logger(cfg), deque(maxlen=20)
-    timing = RunReport(f"PPO {cfg.env_id}", profile=cfg.profile or None)  # every phase timed; a trace
+    timing = RunReport(
+        f"PPO {cfg.env_id}", profile=cfg.profile or None
+    )  # every phase timed; a trace
     from tqdm import tqdm
 
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every,
@@ -224,10 +245,17 @@ def main(cfg: Config) -> dict:
     if logger is not None:
         logger.close()
     frames = steps * cfg.frame_skip
-    return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
-            "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed,
-            "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None,
-            "env_id": cfg.env_id}
+    return {
+        "frames": frames,
+        "seconds": round(seconds, 2),
+        "mean_return": round(sum(returns) / max(len(returns), 1), 2),
+        "fps": round((frames - resumed_from) / seconds, 1),
+        "episodes_in_mean": len(returns),
+        "seed": cfg.seed,
+        "resumed_from_frames": resumed_from,
+        "stopped_by_signal": ckpt.stop_requested is not None,
+        "env_id": cfg.env_id,
+    }
 
 
 def log_scalars(logger, frames: int, mean_return: float | None, fps: float, losses) -> None:

@@ -106,7 +106,9 @@ def parse_args() -> Config:
 
 
 def make_env(cfg: Config) -> TransformedEnv:
-    env = GymEnv(cfg.env_id, num_envs=cfg.num_envs, vectorization_mode=cfg.vectorization_mode or None)
+    env = GymEnv(
+        cfg.env_id, num_envs=cfg.num_envs, vectorization_mode=cfg.vectorization_mode or None
+    )
     env = TransformedEnv(env, StepCounter())
     env.append_transform(InitTracker())
     env.append_transform(RewardSum())
@@ -129,8 +131,11 @@ def make_agent(env: TransformedEnv, cfg: Config):
     n_obs = env.observation_spec["observation"].shape[-1]
     n_act = env.action_spec.n
     actor = ProbabilisticActor(
-        TensorDictModule(mlp(n_obs, n_act, cfg.hidden, 0.01), ["observation"], ["logits"]), ["logits"],
-        spec=env.action_spec, distribution_class=torch.distributions.Categorical, return_log_prob=True,
+        TensorDictModule(mlp(n_obs, n_act, cfg.hidden, 0.01), ["observation"], ["logits"]),
+        ["logits"],
+        spec=env.action_spec,
+        distribution_class=torch.distributions.Categorical,
+        return_log_prob=True,
     )
     critic = ValueOperator(mlp(n_obs, 1, cfg.hidden, 1.0))
     return actor.to(cfg.device), critic.to(cfg.device)
@@ -154,16 +159,26 @@ def main(cfg: Config) -> dict:
     # Wiring: the collector runs the actor on the env (sampling actions and log-probs);
     # GAE runs the critic on the batch; the buffer serves the minibatch epochs; the loss
     # reads what the collector and GAE wrote.
-    collector = Collector(env, actor, frames_per_batch=frames_per_batch, total_frames=cfg.total_frames)
+    collector = Collector(
+        env, actor, frames_per_batch=frames_per_batch, total_frames=cfg.total_frames
+    )
     advantage = GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic, average_gae=True)
     buffer = TensorDictReplayBuffer(
         storage=LazyTensorStorage(frames_per_batch, device=cfg.device),
         sampler=SamplerWithoutReplacement(), batch_size=cfg.minibatch_size,
     )
-    loss_fn = ClipPPOLoss(actor, critic, clip_epsilon=cfg.clip_epsilon, entropy_coef=cfg.entropy_coef,
-                          critic_coef=cfg.critic_coef, loss_critic_type="l2")
+    loss_fn = ClipPPOLoss(
+        actor,
+        critic,
+        clip_epsilon=cfg.clip_epsilon,
+        entropy_coef=cfg.entropy_coef,
+        critic_coef=cfg.critic_coef,
+        loss_critic_type="l2",
+    )
     params = list(loss_fn.parameters())
-    optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, fused=True)  # one kernel for all parameters
+    optim = torch.optim.Adam(
+        params, lr=cfg.lr, eps=1e-5, fused=True
+    )  # one kernel for all parameters
     num_batches = -(-cfg.total_frames // frames_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
     logger, returns = make_logger(cfg), deque(maxlen=20)
@@ -228,9 +243,16 @@ def main(cfg: Config) -> dict:
     ckpt.close()
     seconds = time.perf_counter() - start
     print(timing.report())
-    result = {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
-              "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed,
-              "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None}
+    result = {
+        "frames": frames,
+        "seconds": round(seconds, 2),
+        "mean_return": round(sum(returns) / max(len(returns), 1), 2),
+        "fps": round((frames - resumed_from) / seconds, 1),
+        "episodes_in_mean": len(returns),
+        "seed": cfg.seed,
+        "resumed_from_frames": resumed_from,
+        "stopped_by_signal": ckpt.stop_requested is not None,
+    }
     if timing.stop() is not None:
         result["trace"] = timing.trace
         print(f"Chrome trace: {timing.trace} (open in https://ui.perfetto.dev or run "

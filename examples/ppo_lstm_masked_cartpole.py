@@ -129,8 +129,13 @@ def parse_args() -> Config:
     for field in dataclasses.fields(Config):
         kind, more = type(field.default), {}
         if kind is bool:  # `--resume` or `--resume false`
-            kind, more = (lambda v: v.lower() in ("1", "true", "yes")), {"nargs": "?", "const": True}
-        parser.add_argument("--" + field.name.replace("_", "-"), type=kind, default=field.default, **more)
+            kind, more = (
+                (lambda v: v.lower() in ("1", "true", "yes")),
+                {"nargs": "?", "const": True},
+            )
+        parser.add_argument(
+            "--" + field.name.replace("_", "-"), type=kind, default=field.default, **more
+        )
     return Config(**vars(parser.parse_args()))
 
 
@@ -182,13 +187,20 @@ def make_agent(cfg: Config):
     head got almost no signal and the return stayed at a random policy's ~20 through
     510k frames; with the encoder it starts to climb within 100k frames.
     """
-    encoder = TensorDictModule(nn.Sequential(nn.Linear(2, cfg.hidden, device=cfg.device), nn.Tanh()),
-                               ["observation"], ["features"])
+    encoder = TensorDictModule(
+        nn.Sequential(nn.Linear(2, cfg.hidden, device=cfg.device), nn.Tanh()),
+        ["observation"],
+        ["features"],
+    )
     lstm = LSTMModule(cfg.hidden, cfg.hidden, in_key="features", out_key="embed", device=cfg.device)
     policy_last = nn.Linear(cfg.hidden, 2, device=cfg.device)
     value_last = nn.Linear(cfg.hidden, 1, device=cfg.device)
-    policy_head = nn.Sequential(nn.Linear(cfg.hidden, cfg.hidden, device=cfg.device), nn.Tanh(), policy_last)
-    value_head = nn.Sequential(nn.Linear(cfg.hidden, cfg.hidden, device=cfg.device), nn.Tanh(), value_last)
+    policy_head = nn.Sequential(
+        nn.Linear(cfg.hidden, cfg.hidden, device=cfg.device), nn.Tanh(), policy_last
+    )
+    value_head = nn.Sequential(
+        nn.Linear(cfg.hidden, cfg.hidden, device=cfg.device), nn.Tanh(), value_last
+    )
     nn.init.orthogonal_(policy_last.weight, 0.01)
     nn.init.zeros_(policy_last.bias)
     nn.init.orthogonal_(value_last.weight, 1.0)
@@ -197,10 +209,17 @@ def make_agent(cfg: Config):
         encoder,
         lstm,
         TensorDictModule(policy_head, ["embed"], ["logits"]),
-        ProbabilisticTensorDictModule(["logits"], ["action"], distribution_class=torch.distributions.Categorical,
-                                      return_log_prob=True, log_prob_key="sample_log_prob"),
+        ProbabilisticTensorDictModule(
+            ["logits"],
+            ["action"],
+            distribution_class=torch.distributions.Categorical,
+            return_log_prob=True,
+            log_prob_key="sample_log_prob",
+        ),
     )
-    critic = TensorDictSequential(encoder, lstm, TensorDictModule(value_head, ["embed"], ["state_value"]))
+    critic = TensorDictSequential(
+        encoder, lstm, TensorDictModule(value_head, ["embed"], ["state_value"])
+    )
     return lstm, actor, critic
 
 
@@ -208,7 +227,9 @@ def make_env(cfg: Config, lstm: LSTMModule) -> TransformedEnv:
     env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs), MaskVelocity())
     # positions are ~0.01-0.1 early on: scale them by CartPole's termination bounds (cart
     # +-2.4, pole +-0.2095 rad) so the LSTM sees values of order one from the start
-    env.append_transform(ObservationNorm(loc=torch.zeros(2), scale=1.0 / torch.tensor([2.4, 0.2095])))
+    env.append_transform(
+        ObservationNorm(loc=torch.zeros(2), scale=1.0 / torch.tensor([2.4, 0.2095]))
+    )
     env.append_transform(InitTracker())
     env.append_transform(lstm.make_tensordict_primer())
     env.append_transform(RewardSum())
@@ -251,11 +272,22 @@ def main(cfg: Config) -> dict:
     # Wiring: the collector runs the actor step by step (the LSTM carries its state through
     # the primer's keys and resets it where is_init); add_values + GAE turn the batch into
     # advantages; the loss replays whole rows in recurrent mode with the same weights.
-    collector = Collector(env, actor, frames_per_batch=frames_per_batch, total_frames=cfg.total_frames,
-                          policy_device=cfg.device)
+    collector = Collector(
+        env,
+        actor,
+        frames_per_batch=frames_per_batch,
+        total_frames=cfg.total_frames,
+        policy_device=cfg.device,
+    )
     advantage = GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, average_gae=True)
-    loss_fn = ClipPPOLoss(actor, critic, clip_epsilon=cfg.clip_epsilon, entropy_coef=cfg.entropy_coef,
-                          critic_coef=cfg.critic_coef, loss_critic_type="l2")
+    loss_fn = ClipPPOLoss(
+        actor,
+        critic,
+        clip_epsilon=cfg.clip_epsilon,
+        entropy_coef=cfg.entropy_coef,
+        critic_coef=cfg.critic_coef,
+        loss_critic_type="l2",
+    )
     optim = torch.optim.Adam(loss_fn.parameters(), lr=cfg.lr, eps=1e-5)
     num_batches = -(-cfg.total_frames // frames_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
@@ -311,17 +343,30 @@ def main(cfg: Config) -> dict:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     if logger is not None:
         logger.close()
-    return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
-            "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed,
-            "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None}
+    return {
+        "frames": frames,
+        "seconds": round(seconds, 2),
+        "mean_return": round(sum(returns) / max(len(returns), 1), 2),
+        "fps": round((frames - resumed_from) / seconds, 1),
+        "episodes_in_mean": len(returns),
+        "seed": cfg.seed,
+        "resumed_from_frames": resumed_from,
+        "stopped_by_signal": ckpt.stop_requested is not None,
+    }
 
 
 def train_epochs(batch, loss_fn: ClipPPOLoss, optim, cfg: Config, timing: RunReport):
     """``epochs`` passes over the batch in minibatches of whole rows (recurrent mode)."""
     # what the collector wrote and the loss recomputes is dropped (as in the recurrent
     # integration test); the stored hidden state of each row's first step stays
-    data = batch.exclude("features", "embed", "logits", ("next", "recurrent_state_h"), ("next", "recurrent_state_c"),
-                         ("next", "state_value"))
+    data = batch.exclude(
+        "features",
+        "embed",
+        "logits",
+        ("next", "recurrent_state_h"),
+        ("next", "recurrent_state_c"),
+        ("next", "state_value"),
+    )
     rows = max(data.shape[0] // cfg.num_minibatches, 1)
     for _ in range(cfg.epochs):
         perm = torch.randperm(data.shape[0], device=data.device)

@@ -101,8 +101,13 @@ def parse_args() -> Config:
     for field in dataclasses.fields(Config):
         kind, more = type(field.default), {}
         if kind is bool:  # `--resume` or `--resume false`
-            kind, more = (lambda v: v.lower() in ("1", "true", "yes")), {"nargs": "?", "const": True}
-        parser.add_argument("--" + field.name.replace("_", "-"), type=kind, default=field.default, **more)
+            kind, more = (
+                (lambda v: v.lower() in ("1", "true", "yes")),
+                {"nargs": "?", "const": True},
+            )
+        parser.add_argument(
+            "--" + field.name.replace("_", "-"), type=kind, default=field.default, **more
+        )
     return Config(**vars(parser.parse_args()))
 
 
@@ -134,8 +139,12 @@ def make_agent(env: TransformedEnv, cfg: Config):
     n_act = env.action_spec.shape[-1]
     # loc from the MLP, a learned log std shared by all states (starts at std 1)
     net = nn.Sequential(mlp(n_obs, n_act, cfg.hidden, 0.01), AddStateIndependentNormalScale(n_act))
-    actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]), ["loc", "scale"],
-                               distribution_class=IndependentNormal, return_log_prob=True)
+    actor = ProbabilisticActor(
+        TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ["loc", "scale"],
+        distribution_class=IndependentNormal,
+        return_log_prob=True,
+    )
     critic = ValueOperator(mlp(n_obs, 1, cfg.hidden, 1.0))
     return actor.to(cfg.device), critic.to(cfg.device)
 
@@ -159,18 +168,28 @@ def main(cfg: Config) -> dict:
     # Wiring: the collector runs the actor on the env (sampling actions and log-probs);
     # GAE runs the critic on the batch; the buffer serves the minibatch epochs; the loss
     # reads what the collector and GAE wrote.
-    collector = Collector(env, actor, frames_per_batch=frames_per_batch, total_frames=cfg.total_frames)
+    collector = Collector(
+        env, actor, frames_per_batch=frames_per_batch, total_frames=cfg.total_frames
+    )
     advantage = GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic, average_gae=True)
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(frames_per_batch, device=cfg.device),
                                     sampler=SamplerWithoutReplacement(), batch_size=minibatch)
-    loss_fn = ClipPPOLoss(actor, critic, clip_epsilon=cfg.clip_epsilon, entropy_coef=cfg.entropy_coef,
-                          critic_coef=cfg.critic_coef, loss_critic_type="l2")
+    loss_fn = ClipPPOLoss(
+        actor,
+        critic,
+        clip_epsilon=cfg.clip_epsilon,
+        entropy_coef=cfg.entropy_coef,
+        critic_coef=cfg.critic_coef,
+        loss_critic_type="l2",
+    )
     params = list(loss_fn.parameters())
     optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, fused=True)
     num_batches = -(-cfg.total_frames // frames_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
     logger, returns = make_logger(cfg), deque(maxlen=20)
-    timing = RunReport(f"PPO {cfg.env_id}", profile=cfg.profile or None)  # every phase timed; a trace
+    timing = RunReport(
+        f"PPO {cfg.env_id}", profile=cfg.profile or None
+    )  # every phase timed; a trace
     from tqdm import tqdm
 
     # the collector's state holds its counters and the env transforms' statistics; the loss
@@ -229,10 +248,17 @@ def main(cfg: Config) -> dict:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     if logger is not None:
         logger.close()
-    return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
-            "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "seed": cfg.seed,
-            "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None,
-            "env_id": cfg.env_id}
+    return {
+        "frames": frames,
+        "seconds": round(seconds, 2),
+        "mean_return": round(sum(returns) / max(len(returns), 1), 2),
+        "fps": round((frames - resumed_from) / seconds, 1),
+        "episodes_in_mean": len(returns),
+        "seed": cfg.seed,
+        "resumed_from_frames": resumed_from,
+        "stopped_by_signal": ckpt.stop_requested is not None,
+        "env_id": cfg.env_id,
+    }
 
 
 def log_scalars(logger, frames: int, mean_return: float | None, fps: float, losses) -> None:

@@ -89,10 +89,15 @@ def parse_args(config: type[Config] = Config, doc: str = __doc__) -> Config:
     for field in dataclasses.fields(config):
         kind = type(field.default)
         if kind is bool:  # `--resume` or `--resume false`
-            kind, more = (lambda v: v.lower() in ("1", "true", "yes")), {"nargs": "?", "const": True}
+            kind, more = (
+                (lambda v: v.lower() in ("1", "true", "yes")),
+                {"nargs": "?", "const": True},
+            )
         else:
             more = {}
-        parser.add_argument("--" + field.name.replace("_", "-"), type=kind, default=field.default, **more)
+        parser.add_argument(
+            "--" + field.name.replace("_", "-"), type=kind, default=field.default, **more
+        )
     return config(**vars(parser.parse_args()))
 
 
@@ -107,14 +112,22 @@ def make_env(cfg: Config) -> TransformedEnv:
 def make_agent(env: TransformedEnv, cfg: Config):
     n_obs = env.observation_spec["observation"].shape[-1]
     n_act = env.action_spec.shape[-1]
-    net = nn.Sequential(MLP(n_obs, 2 * n_act, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
-                        NormalParamExtractor())
+    net = nn.Sequential(
+        MLP(n_obs, 2 * n_act, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
+        NormalParamExtractor(),
+    )
     # TanhNormal takes the action's low/high from the env's Bounded action spec
-    actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]), ["loc", "scale"],
-                               spec=env.action_spec, distribution_class=TanhNormal)
+    actor = ProbabilisticActor(
+        TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ["loc", "scale"],
+        spec=env.action_spec,
+        distribution_class=TanhNormal,
+    )
     # Q(s, a): the MLP concatenates its two inputs
-    qvalue = ValueOperator(MLP(n_obs + n_act, 1, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
-                           in_keys=["observation", "action"])
+    qvalue = ValueOperator(
+        MLP(n_obs + n_act, 1, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
+        in_keys=["observation", "action"],
+    )
     return actor.to(cfg.device), qvalue.to(cfg.device)
 
 
@@ -137,8 +150,14 @@ def main(cfg: Config) -> dict:
     # first `learning_starts` frames); the buffer keeps every transition; the loss trains
     # the actor, the two critics it holds and the temperature; SoftUpdate moves the target
     # critics; the collector's actor is the trained one (same module, same device).
-    collector = Collector(env, actor, frames_per_batch=frames_per_batch, total_frames=cfg.total_frames,
-                          init_random_frames=cfg.learning_starts, policy_device=cfg.device)
+    collector = Collector(
+        env,
+        actor,
+        frames_per_batch=frames_per_batch,
+        total_frames=cfg.total_frames,
+        init_random_frames=cfg.learning_starts,
+        policy_device=cfg.device,
+    )
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size, device=cfg.device),
                                     sampler=RandomSampler(), batch_size=cfg.batch_size)
     loss_fn = SACLoss(actor, qvalue, num_qvalue_nets=2, loss_function="l2", gamma=cfg.gamma,
@@ -146,13 +165,17 @@ def main(cfg: Config) -> dict:
     target_updater = SoftUpdate(loss_fn, tau=cfg.tau)
     optim = torch.optim.Adam([p for p in loss_fn.parameters() if p.requires_grad], lr=cfg.lr)
     logger, returns = make_logger(cfg), deque(maxlen=20)
-    timing = RunReport(f"SAC {cfg.env_id}", profile=cfg.profile or None)  # every phase timed; a trace
+    timing = RunReport(
+        f"SAC {cfg.env_id}", profile=cfg.profile or None
+    )  # every phase timed; a trace
     from tqdm import tqdm
 
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every, loss=loss_fn,
                         optim=optim, buffer=buffer, collector=collector)
     saved = ckpt.restore() if cfg.resume else None
-    frames, updates, owed = (saved["frames"], saved["updates"], saved["owed"]) if saved else (0, 0, 0.0)
+    frames, updates, owed = (
+        (saved["frames"], saved["updates"], saved["owed"]) if saved else (0, 0, 0.0)
+    )
     returns.extend(saved["returns"] if saved else [])
     bar = tqdm(total=cfg.total_frames, initial=frames, unit="frame", mininterval=1.0)
     resumed_from, start, losses = frames, time.perf_counter(), None
@@ -192,9 +215,17 @@ def main(cfg: Config) -> dict:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     if logger is not None:
         logger.close()
-    return {"frames": frames, "seconds": round(seconds, 2), "mean_return": round(sum(returns) / max(len(returns), 1), 2),
-            "fps": round((frames - resumed_from) / seconds, 1), "episodes_in_mean": len(returns), "updates": updates,
-            "seed": cfg.seed, "resumed_from_frames": resumed_from, "stopped_by_signal": ckpt.stop_requested is not None}
+    return {
+        "frames": frames,
+        "seconds": round(seconds, 2),
+        "mean_return": round(sum(returns) / max(len(returns), 1), 2),
+        "fps": round((frames - resumed_from) / seconds, 1),
+        "episodes_in_mean": len(returns),
+        "updates": updates,
+        "seed": cfg.seed,
+        "resumed_from_frames": resumed_from,
+        "stopped_by_signal": ckpt.stop_requested is not None,
+    }
 
 
 def train_step(buffer, loss_fn: SACLoss, optim, target_updater: SoftUpdate, timing: RunReport):

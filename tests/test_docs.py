@@ -50,7 +50,10 @@ def code_blocks(text: str) -> list[dict]:
         j = i + 1
         while j < len(lines) and not close.match(lines[j]):
             j += 1
-        body = [line[len(indent):] if line.startswith(indent) else line.lstrip() for line in lines[i + 1 : j]]
+        body = [
+            line[len(indent) :] if line.startswith(indent) else line.lstrip()
+            for line in lines[i + 1 : j]
+        ]
         prev = next((lines[k] for k in range(start - 1, -1, -1) if lines[k].strip()), "")
         no_run = NO_RUN.match(prev)
         blocks.append(
@@ -81,7 +84,9 @@ def table_rows(text: str) -> list[list[str]]:
     return [row for table in tables for row in table[2:]]
 
 
-LOCATION = re.compile(r"`(?P<path>packages/[\w./-]+\.py)`(?P<funcs>(?:\s*[:,]?\s*`[A-Za-z_][\w.]*`)+)")
+LOCATION = re.compile(
+    r"`(?P<path>packages/[\w./-]+\.py)`(?P<funcs>(?:\s*[:,]?\s*`[A-Za-z_][\w.]*`)+)"
+)
 
 
 def locations(cell: str) -> list[tuple[str, str]]:
@@ -103,7 +108,9 @@ def defined_names(path: Path) -> frozenset[str]:
         if isinstance(node, defs):
             names.add(node.name)
         if isinstance(node, ast.ClassDef):
-            names.update(f"{node.name}.{child.name}" for child in node.body if isinstance(child, defs))
+            names.update(
+                f"{node.name}.{child.name}" for child in node.body if isinstance(child, defs)
+            )
     return frozenset(names)
 
 
@@ -114,13 +121,21 @@ def test_parser_finds_indented_blocks_and_no_run_markers():
         "1. step\n\n    ```python\n    x = 1\n    ```\n\n```bash\nls\n```\n"
     )
     blocks = code_blocks(text)
-    assert [(b["lang"], b["no_run"]) for b in blocks] == [("python", "needs a GPU"), ("python", None), ("bash", None)]
+    assert [(b["lang"], b["no_run"]) for b in blocks] == [
+        ("python", "needs a GPU"),
+        ("python", None),
+        ("bash", None),
+    ]
     assert blocks[1]["code"] == "x = 1\n"
 
 
 def test_locations_parse_path_and_names():
     cell = "`packages/a/b.py` `Foo.bar`, `baz`; and `packages/c.py` `qux`"
-    assert locations(cell) == [("packages/a/b.py", "Foo.bar"), ("packages/a/b.py", "baz"), ("packages/c.py", "qux")]
+    assert locations(cell) == [
+        ("packages/a/b.py", "Foo.bar"),
+        ("packages/a/b.py", "baz"),
+        ("packages/c.py", "qux"),
+    ]
 
 
 # -- (a) the debugging map points at real code ---------------------------------------
@@ -191,7 +206,9 @@ def test_python_blocks_run(page: Path, tmp_path: Path):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
         proc.communicate()
-        pytest.fail(f"{rel}: python blocks did not finish within {PAGE_TIMEOUT} s; mark slow ones <!-- no-run: reason -->")
+        pytest.fail(
+            f"{rel}: python blocks did not finish within {PAGE_TIMEOUT} s; mark slow ones <!-- no-run: reason -->"
+        )
     leftovers = _session_leftovers(proc.pid)
     for leftover in leftovers:
         leftover.kill()
@@ -203,7 +220,9 @@ def test_every_python_block_is_run_or_says_why():
     for page in PAGES:
         for block in python_blocks(page):
             if block["no_run"] is not None:
-                assert len(block["no_run"]) >= 5, f"{page}:{block['line']}: give a real no-run reason"
+                assert len(block["no_run"]) >= 5, (
+                    f"{page}:{block['line']}: give a real no-run reason"
+                )
 
 
 # -- (c) the glossary -----------------------------------------------------------------
@@ -244,18 +263,24 @@ TERMS = {
     "rollout layout": r"\[\*B, T\]|rollout layout",
     "ratio to the limit": r"ratio to (?:the|its) limit",
 }
-JARGON_PAGES = sorted((DOCS / "internals").glob("*.md")) + sorted((DOCS / "performance").glob("*.md"))
+JARGON_PAGES = sorted((DOCS / "internals").glob("*.md")) + sorted(
+    (DOCS / "performance").glob("*.md")
+)
 
 
 def glossary_terms() -> set[str]:
-    return {m.strip() for m in re.findall(r"^## (.+)$", (DOCS / "glossary.md").read_text(), flags=re.M)}
+    return {
+        m.strip() for m in re.findall(r"^## (.+)$", (DOCS / "glossary.md").read_text(), flags=re.M)
+    }
 
 
 def test_glossary_term_check_sees_a_missing_term():
     assert "sub-env" in glossary_terms()
     assert "no such term" not in glossary_terms()
     term = TERMS["policy input"]
-    assert re.search(term, "copied into `policy_input` each step") and not re.search(term, "the policy's input")
+    assert re.search(term, "copied into `policy_input` each step") and not re.search(
+        term, "the policy's input"
+    )
 
 
 def test_terms_the_internals_pages_use_are_in_the_glossary():
@@ -265,7 +290,9 @@ def test_terms_the_internals_pages_use_are_in_the_glossary():
         for term, pattern in TERMS.items():
             if re.search(pattern, text):
                 used.setdefault(term, []).append(str(page.relative_to(DOCS)))
-    assert len(used) >= 20, f"the term list matches only {sorted(used)}: update TERMS to what the pages say"
+    assert len(used) >= 20, (
+        f"the term list matches only {sorted(used)}: update TERMS to what the pages say"
+    )
     missing = {term: pages for term, pages in used.items() if term not in glossary_terms()}
     assert not missing, "terms used on these pages with no `## term` in glossary.md:\n" + "\n".join(
         f"  {term}: {', '.join(pages)}" for term, pages in missing.items()
@@ -274,7 +301,12 @@ def test_terms_the_internals_pages_use_are_in_the_glossary():
 
 # -- (e) no measured figure typed on a page that says its figures are generated ----------
 GENERATED_MARK = "<!-- figures: generated"
-GENERATED_PAGES = ["health.md", "performance/index.md", "performance/knobs.md", "performance/recipes.md"]
+GENERATED_PAGES = [
+    "health.md",
+    "performance/index.md",
+    "performance/knobs.md",
+    "performance/recipes.md",
+]
 # a number with a unit of time, rate, size or a ratio, as prose writes a measurement
 FIGURE = re.compile(
     r"(?<![\w.])\d[\d,]*(?:\.\d+)?\s*(?:us|µs|ms|ns|s|seconds?|minutes?|min|h|hours?|frames/s|steps/s|fps"
@@ -324,34 +356,58 @@ def test_no_figure_typed_on_a_generated_page(page: str):
 def test_results_page_is_what_its_script_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """docs/results.md and its curves are exactly what results_examples.py writes from the
     page's own records (only the line naming the command that last wrote it may differ)."""
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # the script's sibling imports (peers_docs)
-    spec = importlib.util.spec_from_file_location("_docs_test_results_examples", ROOT / "benchmarks" / "results_examples.py")
+    monkeypatch.syspath_prepend(
+        str(ROOT / "benchmarks")
+    )  # the script's sibling imports (peers_docs)
+    spec = importlib.util.spec_from_file_location(
+        "_docs_test_results_examples", ROOT / "benchmarks" / "results_examples.py"
+    )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     page = DOCS / "results.md"
     rendered = script.render(script.load_records(page), ["(argv)"], tmp_path / "results.md")
-    mine = [line for line in page.read_text().splitlines() if "this page was last written by" not in line]
+    mine = [
+        line
+        for line in page.read_text().splitlines()
+        if "this page was last written by" not in line
+    ]
     theirs = [line for line in rendered.splitlines() if "this page was last written by" not in line]
-    assert mine == theirs, "docs/results.md differs from its rendering: run results_examples.py --render-only"
+    assert mine == theirs, (
+        "docs/results.md differs from its rendering: run results_examples.py --render-only"
+    )
     for svg in sorted((tmp_path / "assets" / "curves").glob("*.svg")):
         committed = DOCS / "assets" / "curves" / svg.name
-        assert committed.is_file() and committed.read_text() == svg.read_text(), f"{committed} is stale or missing"
+        assert committed.is_file() and committed.read_text() == svg.read_text(), (
+            f"{committed} is stale or missing"
+        )
 
 
 # -- (f) the API reference ---------------------------------------------------------------
-API_PACKAGES = ["rl_collectors", "rl_envs", "rl_modules", "rl_objectives", "rl_profiling", "rl_recurrent", "rl_replay"]
+API_PACKAGES = [
+    "rl_collectors",
+    "rl_envs",
+    "rl_modules",
+    "rl_objectives",
+    "rl_profiling",
+    "rl_recurrent",
+    "rl_replay",
+]
 
 
 @pytest.mark.parametrize("package", API_PACKAGES)
 def test_api_page_has_summary_tables(package: str):
     text = (DOCS / "api" / f"{package}.md").read_text()
-    assert f"::: {package}\n" in text and "summary: true" in text, f"api/{package}.md: no summary tables"
+    assert f"::: {package}\n" in text and "summary: true" in text, (
+        f"api/{package}.md: no summary tables"
+    )
 
 
 def test_hosting_only_methods_are_kept_off_the_api_page():
     internals = (DOCS / "internals" / "collector.md").read_text()
     section = internals.split("## Hosting a Collector", 1)[1].split("\n## ", 1)[0]
-    hosting = [re.match(r"`(\w+)\(", row[0])[1] for row in table_rows(section)] + ["init_worker_profiling"]
+    hosting = [re.match(r"`(\w+)\(", row[0])[1] for row in table_rows(section)] + [
+        "init_worker_profiling"
+    ]
     assert len(hosting) >= 4, f"hosting methods found in collector.md: {hosting}"
     api = (DOCS / "api" / "rl_collectors.md").read_text()
     shown = [name for name in hosting if f'"!^{name}$"' not in api]
@@ -365,19 +421,28 @@ def test_strict_build_fails_on_a_broken_anchor(tmp_path: Path):
     fails the strict build, the same link to an existing heading passes."""
     config = (ROOT / "mkdocs.yml").read_text()
     validation = re.search(r"^validation:\n(?:[ \t]+.*\n)+", config, flags=re.M)
-    assert validation and "anchors: warn" in validation[0], "mkdocs.yml: validation.links.anchors is not on"
+    assert validation and "anchors: warn" in validation[0], (
+        "mkdocs.yml: validation.links.anchors is not on"
+    )
     assert re.search(r"^strict: true$", config, flags=re.M) and "\nrepo_url:" not in config
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "b.md").write_text("# B\n\n## Here\n")
-    (tmp_path / "mkdocs.yml").write_text(f"site_name: t\nstrict: true\nnav:\n  - a.md\n  - b.md\n{validation[0]}")
+    (tmp_path / "mkdocs.yml").write_text(
+        f"site_name: t\nstrict: true\nnav:\n  - a.md\n  - b.md\n{validation[0]}"
+    )
 
     def build(anchor: str) -> subprocess.CompletedProcess:
         (tmp_path / "docs" / "a.md").write_text(f"# A\n\n[to b](b.md#{anchor})\n")
         # no -q: mkdocs counts the warnings that --strict turns into a failure only at
         # its default log level, so `build --strict -q` passes with a broken anchor
-        return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-                              cwd=tmp_path, capture_output=True, text=True, timeout=100,
-                              env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        return subprocess.run(
+            [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=100,
+            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        )
 
     broken = build("nowhere")
     assert broken.returncode != 0 and "#nowhere" in broken.stderr, broken.stderr[-2000:]

@@ -81,7 +81,10 @@ def test_value_and_ratio_markers(results: dict):
     row = results["rows"][0]
     marker = f'<!-- bench-value: {row["bench"]} "{row["figure"]}" --> and <!-- bench-ratio: {row["bench"]} "{row["figure"]}" -->'
     out = bench_tables.expand(marker, results, "page.md")
-    assert out == f"{bench_tables.fmt_number(row['value'])} {row['unit']} and {bench_tables.fmt_number(row['ratio'])}"
+    assert (
+        out
+        == f"{bench_tables.fmt_number(row['value'])} {row['unit']} and {bench_tables.fmt_number(row['ratio'])}"
+    )
 
 
 def test_match_keeps_only_matching_figures(results: dict):
@@ -120,8 +123,12 @@ def test_performance_pages_quote_the_results_through_markers(results: dict):
     for page in pages:
         text = page.read_text()
         markers += len(bench_tables.TABLE.findall(text)) + len(bench_tables.VALUE.findall(text))
-        out = bench_tables.expand(text, results, page.name)  # raises on a marker that does not resolve
-        assert "<!-- bench" not in out.replace("<!-- bench: ... -->", "").replace("<!-- bench-value: ... -->", "")
+        out = bench_tables.expand(
+            text, results, page.name
+        )  # raises on a marker that does not resolve
+        assert "<!-- bench" not in out.replace("<!-- bench: ... -->", "").replace(
+            "<!-- bench-value: ... -->", ""
+        )
     assert markers >= 10, f"only {markers} bench markers in docs/performance/"
 
 
@@ -130,7 +137,10 @@ def test_run_records_versions_command_and_commit():
     meta = run.metadata()
     assert set(meta) >= {"time", "machine", "versions", "command", "argv", "git_commit"}
     for module in run.OURS:
-        assert meta["versions"][module.replace("_", "-")] == importlib.import_module(module).__version__
+        assert (
+            meta["versions"][module.replace("_", "-")]
+            == importlib.import_module(module).__version__
+        )
     for name in ("python", "torch", "tensordict", "gymnasium", "numpy"):
         assert re.fullmatch(r"\d+\.\d+.*", meta["versions"][name]), (name, meta["versions"][name])
     assert meta["command"].startswith("python ") and meta["argv"] == sys.orig_argv
@@ -155,10 +165,17 @@ def test_mermaid_script_only_on_pages_with_a_diagram():
 def test_a_merged_bench_is_stamped_with_its_own_run():
     row = {"figure": "f", "value": 1.0, "unit": "us", "limit": 1.0, "ratio": 1.0}
     merged = {
-        "time": "2026-01-01T00:00:00", "command": "python benchmarks/run.py", "git_commit": "full111",
+        "time": "2026-01-01T00:00:00",
+        "command": "python benchmarks/run.py",
+        "git_commit": "full111",
         "rows": [{"bench": "a", **row}, {"bench": "b", **row}],
-        "benches": {"a": {"time": "2026-02-02T02:02:02", "command": "python benchmarks/run.py --merge a",
-                          "git_commit": "part222"}},
+        "benches": {
+            "a": {
+                "time": "2026-02-02T02:02:02",
+                "command": "python benchmarks/run.py --merge a",
+                "git_commit": "part222",
+            }
+        },
     }
     own, other = bench_tables.table(merged, "a", "page"), bench_tables.table(merged, "b", "page")
     assert "2026-02-02T02:02:02" in own and "--merge a" in own and "part222" in own
@@ -166,9 +183,17 @@ def test_a_merged_bench_is_stamped_with_its_own_run():
 
 
 def _run(example: str, seed: int, returns: list[float]) -> dict:
-    return {"example": example, "seed": seed, "mean_return": returns[-1], "frames_to_threshold": None,
-            "seconds": 1.0, "fps": 2.0, "started": f"2026-01-01 00:0{seed} UTC", "load_avg_1min_before": 0.5,
-            "series": {"charts/episodic_return": [[100 * (i + 1), r] for i, r in enumerate(returns)]}}
+    return {
+        "example": example,
+        "seed": seed,
+        "mean_return": returns[-1],
+        "frames_to_threshold": None,
+        "seconds": 1.0,
+        "fps": 2.0,
+        "started": f"2026-01-01 00:0{seed} UTC",
+        "load_avg_1min_before": 0.5,
+        "series": {"charts/episodic_return": [[100 * (i + 1), r] for i, r in enumerate(returns)]},
+    }
 
 
 def test_example_summary_and_series_come_from_the_records():
@@ -177,8 +202,13 @@ def test_example_summary_and_series_come_from_the_records():
     assert out.startswith("final return 40.0 [30.0, 50.0], its target reached by none of 2")
     assert "seeds 0, 1" in out and "2026-01-01 00:00 UTC to 2026-01-01 00:01 UTC" in out
     brief = example_results.expand("<!-- example-brief: a -->", records, "p.md")
-    assert brief == "final return 40.0 [30.0, 50.0], its target reached by none of 2" and out.startswith(brief)
-    out = example_results.expand("<!-- example-series: a charts/episodic_return -->", records, "p.md")
+    assert (
+        brief == "final return 40.0 [30.0, 50.0], its target reached by none of 2"
+        and out.startswith(brief)
+    )
+    out = example_results.expand(
+        "<!-- example-series: a charts/episodic_return -->", records, "p.md"
+    )
     assert out == "first 15, median over the run 27.5, largest 40, last 40 (median of 2 seeds)"
 
 
@@ -186,7 +216,9 @@ def test_wrong_example_markers_fail_with_what_exists():
     records = [_run("a", 0, [1.0])]
     with pytest.raises(PluginError, match=r"p\.md: no run of example 'zzz' .*recorded: \['a'\]"):
         example_results.expand("<!-- example: zzz -->", records, "p.md")
-    with pytest.raises(PluginError, match=r"holds the series 'losses/x'; its series: \['charts/episodic_return'\]"):
+    with pytest.raises(
+        PluginError, match=r"holds the series 'losses/x'; its series: \['charts/episodic_return'\]"
+    ):
         example_results.expand("<!-- example-series: a losses/x -->", records, "p.md")
 
 
@@ -195,6 +227,10 @@ def test_every_example_marker_on_the_pages_resolves():
     pages = [p for p in sorted((ROOT / "docs").rglob("*.md")) if "<!-- example" in p.read_text()]
     assert len(pages) >= 2, f"pages with example markers: {pages}"
     for page in pages:
-        out = example_results.expand(page.read_text(), records, page.name)  # raises on one that does not resolve
-        assert not any(marker.search(out) for marker in (example_results.SUMMARY, example_results.BRIEF,
-                                                         example_results.SERIES))
+        out = example_results.expand(
+            page.read_text(), records, page.name
+        )  # raises on one that does not resolve
+        assert not any(
+            marker.search(out)
+            for marker in (example_results.SUMMARY, example_results.BRIEF, example_results.SERIES)
+        )

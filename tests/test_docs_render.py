@@ -62,12 +62,16 @@ LAYOUT = """() => {
 }"""
 
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"
+)
 
 
 def test_vendored_mermaid_is_the_pinned_release():
     digest = hashlib.sha256(MERMAID.read_bytes()).hexdigest()
-    assert digest == MERMAID_SHA256, f"{MERMAID.name}: sha256 {digest}, expected {MERMAID_SHA256} (see its README)"
+    assert digest == MERMAID_SHA256, (
+        f"{MERMAID.name}: sha256 {digest}, expected {MERMAID_SHA256} (see its README)"
+    )
     assert f'"{MERMAID.relative_to(ROOT / "docs").as_posix()}"' in MERMAID_HOOK.read_text()
     assert MERMAID_HOOK.relative_to(ROOT).as_posix() in (ROOT / "mkdocs.yml").read_text()
 
@@ -90,7 +94,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]
     build = subprocess.run(
         # no -q: with it mkdocs does not count warnings, and --strict passes a broken link
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site_dir)],
-        cwd=ROOT, capture_output=True, text=True, timeout=150, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert build.returncode == 0, f"mkdocs build --strict failed:\n{build.stderr[-4000:]}"
     handler = functools.partial(_Handler, directory=str(site_dir))
@@ -111,7 +119,9 @@ def browser_context(site: tuple[Path, str]):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
         try:
             context = browser.new_context(viewport=VIEWPORT)
             context.add_init_script(OPEN_SHADOW_ROOTS)
@@ -128,7 +138,9 @@ def _pages(site_dir: Path) -> list[tuple[str, int]]:
         rel = html.parent.relative_to(site_dir).as_posix()
         if rel == "search":
             continue
-        pages.append(("" if rel == "." else rel + "/", html.read_text().count('<pre class="mermaid">')))
+        pages.append(
+            ("" if rel == "." else rel + "/", html.read_text().count('<pre class="mermaid">'))
+        )
     return pages
 
 
@@ -139,7 +151,9 @@ class _Tab:
         self.host, self.problems = urlsplit(base).netloc, []
         self.page = page = context.new_page()
         page.on("console", lambda m: m.type == "error" and self._add(f"console error: {m.text}"))
-        page.on("pageerror", lambda e: self._add(f"page error: {' / '.join(str(e).splitlines()[:3])}"))
+        page.on(
+            "pageerror", lambda e: self._add(f"page error: {' / '.join(str(e).splitlines()[:3])}")
+        )
         page.on("requestfailed", lambda r: self._add(f"request failed: {r.url} ({r.failure})"))
         page.on("response", lambda r: r.status >= 400 and self._add(f"HTTP {r.status}: {r.url}"))
         page.on("request", self._check_host)
@@ -169,11 +183,15 @@ class _Tab:
         """The page fits the viewport (no horizontal scroll) and every diagram is readable."""
         layout = self.page.evaluate(LAYOUT)
         if layout["width"] > layout["viewport"]:
-            self._add(f"page is {layout['width']} px wide, wider than the {layout['viewport']} px viewport")
+            self._add(
+                f"page is {layout['width']} px wide, wider than the {layout['viewport']} px viewport"
+            )
         for i, scale in enumerate(layout["scales"]):
             if scale < MIN_DIAGRAM_SCALE:
-                self._add(f"diagram {i + 1} is drawn at {scale:.2f} of its size (below {MIN_DIAGRAM_SCALE}): "
-                          "too wide to read at page width")
+                self._add(
+                    f"diagram {i + 1} is drawn at {scale:.2f} of its size (below {MIN_DIAGRAM_SCALE}): "
+                    "too wide to read at page width"
+                )
 
     def _wait_for_diagrams(self, diagrams: int) -> bool:
         """True once every diagram is an SVG; False on a timeout or as soon as a page error
@@ -201,7 +219,9 @@ def test_every_page_renders_offline(site, tab):
     site_dir, base = site
     pages = _pages(site_dir)
     assert len(pages) > 10, f"the build produced only {pages}"
-    assert sum(n for _, n in pages) > 0, "no page has a mermaid diagram: the diagram check checks nothing"
+    assert sum(n for _, n in pages) > 0, (
+        "no page has a mermaid diagram: the diagram check checks nothing"
+    )
     failures = {}
     for rel, diagrams in pages:
         problems = tab.load(base + rel, diagrams)
@@ -222,7 +242,9 @@ def test_screenshots(site, tab):
         assert tab.load(base + rel, counts[rel]) == [], f"{rel} does not render cleanly"
         shot = ARTIFACTS / name
         tab.page.screenshot(path=str(shot), full_page=True)
-        assert shot.stat().st_size > 10_000, f"{shot}: {shot.stat().st_size} bytes, expected a real page"
+        assert shot.stat().st_size > 10_000, (
+            f"{shot}: {shot.stat().st_size} bytes, expected a real page"
+        )
 
 
 @needs_chromium

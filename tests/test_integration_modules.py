@@ -54,8 +54,14 @@ class StaggeredEnv(EnvBase):
 def _gaussian_actor(env, dist, safe: bool = False):
     n_obs, n_act = env.observation_spec["observation"].shape[-1], env.action_spec.shape[-1]
     net = nn.Sequential(MLP(n_obs, 2 * n_act, num_cells=32, depth=2), NormalParamExtractor())
-    return ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]), ["loc", "scale"],
-                              spec=env.action_spec, safe=safe, distribution_class=dist, return_log_prob=True)
+    return ProbabilisticActor(
+        TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ["loc", "scale"],
+        spec=env.action_spec,
+        safe=safe,
+        distribution_class=dist,
+        return_log_prob=True,
+    )
 
 
 @pytest.mark.timeout(120)
@@ -101,11 +107,17 @@ def _dqn_policy(env, eps: float):
 def test_dqn_loss_takes_a_qvalue_actor_and_the_collector_honours_exploration_type():
     env = GymEnv("CartPole-v1", num_envs=4)
     qnet, policy = _dqn_policy(env, eps=1.0)
-    greedy = Collector(env, policy, frames_per_batch=64, total_frames=64, exploration_type="deterministic")
+    greedy = Collector(
+        env, policy, frames_per_batch=64, total_frames=64, exploration_type="deterministic"
+    )
     batch = next(iter(greedy))
-    torch.testing.assert_close(batch["action"], batch["action_value"].argmax(-1))  # eps = 1 is inert
+    torch.testing.assert_close(
+        batch["action"], batch["action_value"].argmax(-1)
+    )  # eps = 1 is inert
     greedy.shutdown()
-    explore = Collector(GymEnv("CartPole-v1", num_envs=4), policy, frames_per_batch=256, total_frames=256)
+    explore = Collector(
+        GymEnv("CartPole-v1", num_envs=4), policy, frames_per_batch=256, total_frames=256
+    )
     batch = next(iter(explore))
     off_greedy = (batch["action"] != batch["action_value"].argmax(-1)).float().mean().item()
     assert 0.35 < off_greedy < 0.65  # eps = 1: a uniform action, off the greedy one half the time
@@ -120,8 +132,9 @@ def test_ou_noise_restarts_per_sub_env_on_is_init_in_a_collector():
     zero = nn.Linear(1, 1)
     nn.init.zeros_(zero.weight), nn.init.zeros_(zero.bias)
     # sigma = 0 makes the process deterministic: x = x0 / 2^(k + 1), k steps after is_init
-    ou = OrnsteinUhlenbeckProcessModule(env.action_spec, eps_init=1.0, eps_end=1.0, theta=1.0, sigma=0.0,
-                                        dt=0.5, x0=1.0)
+    ou = OrnsteinUhlenbeckProcessModule(
+        env.action_spec, eps_init=1.0, eps_end=1.0, theta=1.0, sigma=0.0, dt=0.5, x0=1.0
+    )
     policy = TensorDictSequential(Actor(zero), ou)
     collector = Collector(env, policy, frames_per_batch=3 * 12, total_frames=3 * 12)
     batch = next(iter(collector))

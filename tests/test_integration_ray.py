@@ -70,7 +70,9 @@ def ray_processes() -> list[psutil.Process]:
     for proc in psutil.Process().children(recursive=True):
         try:
             line = " ".join(proc.cmdline()) or proc.name()
-            if proc.status() != psutil.STATUS_ZOMBIE and any(name in line for name in RAY_PROCESSES):
+            if proc.status() != psutil.STATUS_ZOMBIE and any(
+                name in line for name in RAY_PROCESSES
+            ):
                 found.append(proc)
         except psutil.Error:  # gone meanwhile
             pass
@@ -94,7 +96,9 @@ def reap_ray_processes(grace: float) -> list[psutil.Process]:
 def make_policy() -> tuple[TensorDictSequential, TensorDictModule]:
     """A Q-network and a Boltzmann policy over its values (library classes only: picklable)."""
     qnet = TensorDictModule(
-        nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2)), ["observation"], ["action_value"]
+        nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2)),
+        ["observation"],
+        ["action_value"],
     )
     explore = ProbabilisticTensorDictModule(
         {"logits": "action_value"}, ["action"], distribution_class=torch.distributions.Categorical
@@ -117,12 +121,19 @@ def test_dqn_prioritized_with_ray_collector(no_leaks) -> None:
     try:
         start_local_ray(ray)
         collector = RayCollector(
-            partial(GymEnv, "CartPole-v1", num_envs=NUM_ENVS), policy,
-            frames_per_batch=FRAMES_PER_BATCH, total_frames=FRAMES_PER_BATCH * ITERATIONS,
-            num_collectors=ACTORS, remote_config={"num_cpus": 0.5}, timeout=240.0, start_timeout=240.0,
+            partial(GymEnv, "CartPole-v1", num_envs=NUM_ENVS),
+            policy,
+            frames_per_batch=FRAMES_PER_BATCH,
+            total_frames=FRAMES_PER_BATCH * ITERATIONS,
+            num_collectors=ACTORS,
+            remote_config={"num_cpus": 0.5},
+            timeout=240.0,
+            start_timeout=240.0,
         )
         try:
-            versions, traj_ids = run_learner(collector, policy, qnet, buffer, loss_fn, optim, target_updater)
+            versions, traj_ids = run_learner(
+                collector, policy, qnet, buffer, loss_fn, optim, target_updater
+            )
             actor_pids = [info["pid"] for info in collector.actor_info]
         finally:
             collector.shutdown()

@@ -76,10 +76,19 @@ def test_a_notebook_drives_every_multi_process_component(tmp_path):
                                      resources={"metadata": {"path": str(tmp_path)}})
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     client.execute()
-    out = "".join(o.get("text", "") for cell in notebook.cells for o in cell.outputs if o.output_type == "stream"
-                  and o.get("name") == "stdout")
+    out = "".join(
+        o.get("text", "")
+        for cell in notebook.cells
+        for o in cell.outputs
+        if o.output_type == "stream" and o.get("name") == "stdout"
+    )
     assert "ParallelEnv (2, 1, 3)" in out, out
-    for name in ("MultiSyncCollector", "MultiAsyncCollector", "AsyncBatchedCollector", "DistributedDataCollector"):
+    for name in (
+        "MultiSyncCollector",
+        "MultiAsyncCollector",
+        "AsyncBatchedCollector",
+        "DistributedDataCollector",
+    ):
         assert f"{name} 16" in out, out
     assert "reported: worker 0: failed to start: ValueError: no env called Nope-v0 here" in out, out
     left = [p for p in psutil.Process().children(recursive=True)

@@ -27,7 +27,12 @@ class SleepyEnv(EnvBase):
         fail_at: raise ``RuntimeError`` on this step (counted over the env's life).
     """
 
-    def __init__(self, sleep_s: float | tuple[float, float] = 0.0, episode_len: int = 5, fail_at: int | None = None):
+    def __init__(
+        self,
+        sleep_s: float | tuple[float, float] = 0.0,
+        episode_len: int = 5,
+        fail_at: int | None = None,
+    ):
         super().__init__(batch_size=())
         self.observation_spec = Composite(observation=Unbounded((1,)), shape=())
         self.action_spec = Categorical(2, shape=())
@@ -46,10 +51,17 @@ class SleepyEnv(EnvBase):
         time.sleep(random.uniform(*s) if isinstance(s, tuple) else s)
         self.t += 1
         done = torch.tensor([self.t >= self.episode_len])
-        return TensorDict(observation=torch.tensor([float(self.t)]), reward=torch.ones(1), terminated=done, batch_size=())
+        return TensorDict(
+            observation=torch.tensor([float(self.t)]),
+            reward=torch.ones(1),
+            terminated=done,
+            batch_size=(),
+        )
 
 
-def make_sleepy(sleep_s: float | tuple[float, float] = 0.0, episode_len: int = 5, fail_at: int | None = None) -> SleepyEnv:
+def make_sleepy(
+    sleep_s: float | tuple[float, float] = 0.0, episode_len: int = 5, fail_at: int | None = None
+) -> SleepyEnv:
     return SleepyEnv(sleep_s, episode_len, fail_at)
 
 

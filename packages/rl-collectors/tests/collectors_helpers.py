@@ -29,7 +29,9 @@ def greedy_policy(prefer: int | None = None) -> TensorDictModule:
     if prefer is not None:
         with torch.no_grad():
             net.linear.weight.zero_()
-            net.linear.bias.copy_(torch.tensor([1.0, -1.0]) if prefer == 0 else torch.tensor([-1.0, 1.0]))
+            net.linear.bias.copy_(
+                torch.tensor([1.0, -1.0]) if prefer == 0 else torch.tensor([-1.0, 1.0])
+            )
     return TensorDictModule(net, in_keys=["observation"], out_keys=["logits", "action"])
 
 
@@ -69,7 +71,9 @@ def children() -> set[int]:
     out = set()
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
+            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(
+                p.cmdline()
+            ):
                 out.add(p.pid)
         except psutil.NoSuchProcess:
             pass

@@ -51,8 +51,14 @@ def helpers():
 @pytest.fixture(scope="class")
 def sync_collector(helpers):
     collector = DistributedSyncDataCollector(
-        partial(helpers.make_cartpole, 2), helpers.greedy_policy(prefer=1), frames_per_batch=16, total_frames=-1,
-        num_collectors=2, collector_kwargs={"exploration_type": "deterministic"}, **START)
+        partial(helpers.make_cartpole, 2),
+        helpers.greedy_policy(prefer=1),
+        frames_per_batch=16,
+        total_frames=-1,
+        num_collectors=2,
+        collector_kwargs={"exploration_type": "deterministic"},
+        **START,
+    )
     pids = [info["pid"] for info in collector.rank_info]
     yield collector
     collector.shutdown()
@@ -76,18 +82,23 @@ def test_flat_layout_roundtrip_keeps_dtypes_and_views():
         layout.unpack(flat[:-1])
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"backend": "tcp"}, "backend: expected one of"),
-    ({"backend": "nccl"}, "backend: 'nccl' is not supported yet"),
-    ({"launcher": "ssh"}, "launcher: expected one of"),
-    ({"launcher": "submitit_delayed"}, "tcp_port: launcher='submitit_delayed'"),
-    ({"frames_per_batch": 7, "sync": True}, "frames_per_batch: expected a multiple"),
-    ({"num_collectors": 0}, "num_collectors: expected an int >= 1"),
-    ({"num_workers_per_collector": 0}, "num_workers_per_collector: expected an int >= 1"),
-    ({"collector_kwargs": {"max_frames_per_traj": 0}}, "max_frames_per_traj"),
-    ({"collector_kwargs": {"weight_updater": VanillaWeightUpdater()}},
-     "collector_kwargs: weight_updater: the remote collectors push the trainer's weights themselves"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"backend": "tcp"}, "backend: expected one of"),
+        ({"backend": "nccl"}, "backend: 'nccl' is not supported yet"),
+        ({"launcher": "ssh"}, "launcher: expected one of"),
+        ({"launcher": "submitit_delayed"}, "tcp_port: launcher='submitit_delayed'"),
+        ({"frames_per_batch": 7, "sync": True}, "frames_per_batch: expected a multiple"),
+        ({"num_collectors": 0}, "num_collectors: expected an int >= 1"),
+        ({"num_workers_per_collector": 0}, "num_workers_per_collector: expected an int >= 1"),
+        ({"collector_kwargs": {"max_frames_per_traj": 0}}, "max_frames_per_traj"),
+        (
+            {"collector_kwargs": {"weight_updater": VanillaWeightUpdater()}},
+            "collector_kwargs: weight_updater: the remote collectors push the trainer's weights themselves",
+        ),
+    ],
+)
 def test_bad_arguments_fail_before_anything_starts(kwargs, match):
     before = children()
     args = {"frames_per_batch": 8, "num_collectors": 2, **kwargs}
@@ -104,9 +115,13 @@ class TestSync:
     def test_sync_batches_layout_and_traj_ids_unique_across_ranks(self, sync_collector):
         it = iter(sync_collector)
         batches = [next(it) for _ in range(3)]
-        assert all(b.batch_size == torch.Size([4, 4]) for b in batches)  # 2 ranks x 2 sub-envs, 4 steps
+        assert all(
+            b.batch_size == torch.Size([4, 4]) for b in batches
+        )  # 2 ranks x 2 sub-envs, 4 steps
         ids = torch.stack([b["collector", "traj_ids"] for b in batches])
-        assert (ids[:, :2] % 2 == 0).all() and (ids[:, 2:] % 2 == 1).all()  # rank 1's rows, then rank 2's
+        assert (ids[:, :2] % 2 == 0).all() and (
+            ids[:, 2:] % 2 == 1
+        ).all()  # rank 1's rows, then rank 2's
         firsts = ids[0, :, 0]
         assert len(set(firsts.tolist())) == 4  # four sub-envs, four trajectories
         assert (batches[0]["action"] == 1).all()  # the greedy policy's preference, run on the ranks
@@ -121,7 +136,9 @@ class TestSync:
         assert (batch["action"] == 0).all()  # the new weights acted
         assert sync_collector.update_policy_weights_(trainer) == version + 1  # back to preferring 1
         batch = next(iter(sync_collector))
-        assert (batch["action"] == 1).all() and (batch["collector", "policy_version"] == version + 1).all()
+        assert (batch["action"] == 1).all() and (
+            batch["collector", "policy_version"] == version + 1
+        ).all()
 
     @pytest.mark.timeout(400)
     def test_map_fn_set_seed_and_timing_report(self, sync_collector):
@@ -129,14 +146,18 @@ class TestSync:
         assert pids == [info["pid"] for info in sync_collector.rank_info]
         assert isinstance(sync_collector.set_seed(3), int)
         report = sync_collector.timing_report()
-        assert "Collector ranks (sum over 2)" in report and "env_step" in report and "wait" in report
+        assert (
+            "Collector ranks (sum over 2)" in report and "env_step" in report and "wait" in report
+        )
         with pytest.raises(ValueError, match="list_of_args: expected 2 entries"):
             sync_collector.map_fn("os.getpid", [()])
 
     @pytest.mark.timeout(400)
     def test_enable_profile_writes_a_trace_on_the_rank(self, sync_collector, tmp_path):
         path = str(tmp_path / "trace_{worker_idx}.json")
-        sync_collector.enable_profile(workers=[1], num_rollouts=1, warmup_rollouts=0, save_path=path)
+        sync_collector.enable_profile(
+            workers=[1], num_rollouts=1, warmup_rollouts=0, save_path=path
+        )
         next(iter(sync_collector))
         written = sync_collector.disable_profile()
         assert written == [str(tmp_path / "trace_1.json")] and Path(written[0]).stat().st_size > 0
@@ -178,23 +199,37 @@ def test_a_user_initialised_group_is_used_a_raising_rank_reported_and_the_group_
     store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=300))
     # rank 1 does what a torchrun rank does: join the group, then serve_distributed_collector()
-    rank = tmp.get_context("spawn").Process(target=run_rank, args=("127.0.0.1", store.port, 1, 2, "gloo", 120.0))
+    rank = tmp.get_context("spawn").Process(
+        target=run_rank, args=("127.0.0.1", store.port, 1, 2, "gloo", 120.0)
+    )
     rank.start()
     try:
-        dist.init_process_group("gloo", store=store, rank=0, world_size=2, timeout=datetime.timedelta(seconds=300))
+        dist.init_process_group(
+            "gloo", store=store, rank=0, world_size=2, timeout=datetime.timedelta(seconds=300)
+        )
         with pytest.raises(ValueError, match="already in a process group; pass launcher=None"):
             DistributedDataCollector(partial(GymEnv, "CartPole-v1", num_envs=2), frames_per_batch=8,
                                      num_collectors=1)
         # the policy raises on its 10th call: the probe, 2 batches of 4 steps, then the 3rd batch
-        collector = DistributedDataCollector(partial(GymEnv, "CartPole-v1", num_envs=2),
-                                             helpers.bomb_policy(after=10), frames_per_batch=8, total_frames=-1,
-                                             num_collectors=1, launcher=None, **START)
+        collector = DistributedDataCollector(
+            partial(GymEnv, "CartPole-v1", num_envs=2),
+            helpers.bomb_policy(after=10),
+            frames_per_batch=8,
+            total_frames=-1,
+            num_collectors=1,
+            launcher=None,
+            **START,
+        )
         it = iter(collector)
         assert [next(it).batch_size for _ in range(2)] == [torch.Size([2, 4])] * 2
-        with pytest.raises(WorkerError, match=r"rank 1 \(pid \d+ on .*\) raised \(in 'collect'\)") as err:
+        with pytest.raises(
+            WorkerError, match=r"rank 1 \(pid \d+ on .*\) raised \(in 'collect'\)"
+        ) as err:
             next(it)
         assert "boom from the policy" in err.value.remote_traceback
-        rank.join(60)  # the failure shut the collector down: STOP, and rank 1 left serve_distributed_collector
+        rank.join(
+            60
+        )  # the failure shut the collector down: STOP, and rank 1 left serve_distributed_collector
         assert rank.exitcode == 0 and dist.is_initialized()  # our group is still ours
     finally:
         if dist.is_initialized():

@@ -66,7 +66,9 @@ def test_share_buffer_moves_the_batch_to_shared_memory_and_keeps_collecting() ->
         assert collector.buffer.is_shared()
         view = collector.collect_view(4)
         assert view["observation"].data_ptr() == collector.buffer["observation"].data_ptr()
-        assert bool((view["next", "observation"] != 0).any())  # the plans write into the shared batch
+        assert bool(
+            (view["next", "observation"] != 0).any()
+        )  # the plans write into the shared batch
     finally:
         collector.shutdown()
 

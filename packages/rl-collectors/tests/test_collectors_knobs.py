@@ -41,15 +41,21 @@ class ArgmaxAction(torch.nn.Module):
 def greedy(compiled_from: TensorDictModule) -> torch.nn.Module:
     from tensordict.nn import TensorDictSequential
 
-    return TensorDictSequential(compiled_from, TensorDictModule(ArgmaxAction(), in_keys=["logits"], out_keys=["action"]))
+    return TensorDictSequential(
+        compiled_from, TensorDictModule(ArgmaxAction(), in_keys=["logits"], out_keys=["action"])
+    )
 
 
 def collect(policy, **knobs) -> torch.Tensor:
-    collector = Collector(GymEnv("CartPole-v1", num_envs=2), policy, frames_per_batch=20, total_frames=40, **knobs)
+    collector = Collector(
+        GymEnv("CartPole-v1", num_envs=2), policy, frames_per_batch=20, total_frames=40, **knobs
+    )
     collector.set_seed(3)
     batches = list(collector)
     collector.shutdown()
-    return torch.cat([b["logits"] for b in batches], -2), torch.cat([b["action"] for b in batches], -1)
+    return torch.cat([b["logits"] for b in batches], -2), torch.cat(
+        [b["action"] for b in batches], -1
+    )
 
 
 @pytest.mark.timeout(300)
@@ -59,13 +65,21 @@ def test_compile_policy_output_equals_eager() -> None:
     logits, actions = collect(policy, compile_policy={"backend": "aot_eager"})
     torch.testing.assert_close(logits, eager_logits)
     assert torch.equal(actions, eager_actions)
-    collector = Collector(GymEnv("CartPole-v1", num_envs=2), policy, frames_per_batch=4, compile_policy=True)
+    collector = Collector(
+        GymEnv("CartPole-v1", num_envs=2), policy, frames_per_batch=4, compile_policy=True
+    )
     assert isinstance(collector._policy_actor.policy, torch._dynamo.eval_frame.OptimizedModule)
     assert collector.policy is policy  # weights and state_dict stay on the eager module
     collector.shutdown()
     make = partial(helpers.make_sleepy, 0.0, 5)
-    with AsyncBatchedCollector(make, helpers.parity_policy(), num_envs=2, frames_per_batch=10, total_frames=20,
-                               compile_policy={"backend": "aot_eager"}) as collector:
+    with AsyncBatchedCollector(
+        make,
+        helpers.parity_policy(),
+        num_envs=2,
+        frames_per_batch=10,
+        total_frames=20,
+        compile_policy={"backend": "aot_eager"},
+    ) as collector:
         for batch in collector:
             assert torch.equal(batch["action"], batch["observation"][:, 0].long() % 2)
 
@@ -75,8 +89,16 @@ def test_cuda_knobs_are_inert_without_cuda() -> None:
     plain = collect(policy)
     knobbed = collect(policy, cudagraph_policy=True, no_cuda_sync=True)
     torch.testing.assert_close(knobbed[0], plain[0])
-    collector = Collector(GymEnv("CartPole-v1", num_envs=2), policy, frames_per_batch=4, cudagraph_policy={"warmup": 2})
-    assert type(collector._policy_actor) is PolicyActor and collector._policy_actor.policy is collector.policy
+    collector = Collector(
+        GymEnv("CartPole-v1", num_envs=2),
+        policy,
+        frames_per_batch=4,
+        cudagraph_policy={"warmup": 2},
+    )
+    assert (
+        type(collector._policy_actor) is PolicyActor
+        and collector._policy_actor.policy is collector.policy
+    )
     collector.shutdown()
 
 
@@ -86,7 +108,9 @@ class Normalise(torch.nn.Module):
 
 
 def test_trust_policy_skips_the_output_checks() -> None:
-    policy = TensorDictModule(Normalise(), in_keys=["observation"], out_keys=["observation", "action"])
+    policy = TensorDictModule(
+        Normalise(), in_keys=["observation"], out_keys=["observation", "action"]
+    )
     make = partial(GymEnv, "CartPole-v1", num_envs=2)
     with pytest.raises(CollectorError, match="overwrites the env entries"):
         Collector(make, policy, frames_per_batch=4)
@@ -110,7 +134,9 @@ def test_filter_warnings_subprocess_switch(monkeypatch) -> None:
     monkeypatch.syspath_prepend(HERE)  # workers import async_batched_helpers by name
     make = partial(helpers.make_sleepy, 0.0, 5)
     quiet = MultiSyncCollector([make], None, frames_per_batch=2, start_timeout=500.0)
-    loud = MultiSyncCollector([make], None, frames_per_batch=2, start_timeout=500.0, filter_warnings_subprocess=False)
+    loud = MultiSyncCollector(
+        [make], None, frames_per_batch=2, start_timeout=500.0, filter_warnings_subprocess=False
+    )
     try:
         assert quiet.map_fn("async_batched_helpers.warning_shown", [()]) == [False]
         assert loud.map_fn("async_batched_helpers.warning_shown", [()]) == [True]

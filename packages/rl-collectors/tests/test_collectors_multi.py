@@ -22,7 +22,9 @@ def children() -> list[psutil.Process]:
     out = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
+            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(
+                p.cmdline()
+            ):
                 out.append(p)
         except psutil.NoSuchProcess:
             pass
@@ -117,7 +119,9 @@ def test_exact_total_frames_async_versions_and_no_orphans(helpers) -> None:
     assert sum(b.numel() for b in batches) == 130 and batches[-1].batch_size == torch.Size([2, 5])
     assert all(b.batch_size[0] == 2 for b in batches)
     versions = [int(b["collector", "policy_version"][0, 0]) for b in batches]
-    assert versions[0] == 0 and max(versions) >= 1  # a worker picks new weights up at its next batch
+    assert (
+        versions[0] == 0 and max(versions) >= 1
+    )  # a worker picks new weights up at its next batch
     workers = new_children(before)
     assert len(workers) == 2
     collector.shutdown()
@@ -131,7 +135,12 @@ def test_exact_total_frames_async_versions_and_no_orphans(helpers) -> None:
 @pytest.mark.timeout(600)
 def test_policy_raising_in_worker_names_worker_with_traceback(helpers) -> None:
     before = {c.pid for c in children()}
-    collector = AsyncCollector(partial(helpers.make_cartpole, 2), helpers.bomb_policy(after=3), frames_per_batch=20, **START)
+    collector = AsyncCollector(
+        partial(helpers.make_cartpole, 2),
+        helpers.bomb_policy(after=3),
+        frames_per_batch=20,
+        **START,
+    )
     start = time.monotonic()
     with pytest.raises(WorkerError, match="worker 0") as info:
         list(collector)
@@ -151,7 +160,9 @@ def test_killed_worker_and_bad_env_are_reported(helpers) -> None:
         next(iter(collector))
     assert new_children(before) == set()
     with pytest.raises(WorkerError, match="worker 0") as info:
-        MultiSyncCollector([partial(__import__("rl_envs").GymEnv, "NoSuchEnv-v0")], frames_per_batch=8, **START)
+        MultiSyncCollector(
+            [partial(__import__("rl_envs").GymEnv, "NoSuchEnv-v0")], frames_per_batch=8, **START
+        )
     assert "NoSuchEnv" in str(info.value)
     assert new_children(before) == set()
 
@@ -160,8 +171,15 @@ def test_killed_worker_and_bad_env_are_reported(helpers) -> None:
 def test_enable_profile_writes_trace_with_ranges(helpers, tmp_path, monkeypatch) -> None:
     before = {c.pid for c in children()}
     monkeypatch.setenv("RL_PROFILING", "1")
-    with MultiSyncCollector([partial(helpers.make_cartpole, 2)], frames_per_batch=8, total_frames=40, **START) as collector:
-        collector.enable_profile(workers=[0], num_rollouts=2, warmup_rollouts=1, save_path=str(tmp_path / "w{worker_idx}.json"))
+    with MultiSyncCollector(
+        [partial(helpers.make_cartpole, 2)], frames_per_batch=8, total_frames=40, **START
+    ) as collector:
+        collector.enable_profile(
+            workers=[0],
+            num_rollouts=2,
+            warmup_rollouts=1,
+            save_path=str(tmp_path / "w{worker_idx}.json"),
+        )
         list(collector)
         paths = collector.disable_profile()
     assert paths == [str(tmp_path / "w0.json")]
@@ -177,7 +195,12 @@ def test_enable_profile_writes_trace_with_ranges(helpers, tmp_path, monkeypatch)
 def test_in_process_mode_runs_the_same_workers() -> None:
     from rl_envs import GymEnv
 
-    with MultiSyncCollector([partial(GymEnv, "CartPole-v1", num_envs=2)] * 2, frames_per_batch=8, total_frames=24, in_process=True) as c:
+    with MultiSyncCollector(
+        [partial(GymEnv, "CartPole-v1", num_envs=2)] * 2,
+        frames_per_batch=8,
+        total_frames=24,
+        in_process=True,
+    ) as c:
         assert [b.batch_size for b in c] == [torch.Size([2, 2, 2])] * 3
         assert c.map_fn("os.getpid", [(), ()]) == [os.getpid()] * 2
 
@@ -187,8 +210,14 @@ def test_init_random_frames_counts_the_frames_of_all_workers(helpers) -> None:
 
     # 2 workers x 2 envs x 4 steps = 16 frames a batch; 32 random frames = 2 random batches
     # in all (not 2 per worker), then the policy, which always picks action 0
-    with MultiSyncCollector([partial(GymEnv, "CartPole-v1", num_envs=2)] * 2, helpers.greedy_policy(prefer=0),
-                            frames_per_batch=16, total_frames=80, init_random_frames=32, in_process=True) as c:
+    with MultiSyncCollector(
+        [partial(GymEnv, "CartPole-v1", num_envs=2)] * 2,
+        helpers.greedy_policy(prefer=0),
+        frames_per_batch=16,
+        total_frames=80,
+        init_random_frames=32,
+        in_process=True,
+    ) as c:
         ones = [int((batch["action"] == 1).sum()) for batch in c]
     assert ones[0] > 0 and ones[1] > 0  # random: both actions (p = 1 - 2^-15 each)
     assert ones[2:] == [0, 0, 0]

@@ -69,11 +69,13 @@ def build(kind: str, create_env_fn, pol, **extra):
     if kind == "MultiAsyncCollector":
         return MultiAsyncCollector([create_env_fn, create_env_fn], pol, start_timeout=120, **common)
     if kind == "AsyncBatchedCollector":
-        return AsyncBatchedCollector(create_env_fn, pol, num_envs=2, backend="multiprocessing", timeout=120,
-                                     **common)
+        return AsyncBatchedCollector(
+            create_env_fn, pol, num_envs=2, backend="multiprocessing", timeout=120, **common
+        )
     if kind == "DistributedDataCollector":
-        return DistributedDataCollector(create_env_fn, pol, num_collectors=2, backend="gloo", start_timeout=120,
-                                        **common)
+        return DistributedDataCollector(
+            create_env_fn, pol, num_collectors=2, backend="gloo", start_timeout=120, **common
+        )
     if kind == "RPCDataCollector":
         return RPCDataCollector(create_env_fn, pol, num_collectors=2, start_timeout=120, **common)
     raise AssertionError(kind)
@@ -81,7 +83,12 @@ def build(kind: str, create_env_fn, pol, **extra):
 
 # RPCDataCollector: torch's RPC starts once per process (pytorch/pytorch#46491), so its cases run
 # in a fresh interpreter each (test_rpc_in_a_fresh_process below), not in this one.
-KINDS = ["MultiSyncCollector", "MultiAsyncCollector", "AsyncBatchedCollector", "DistributedDataCollector"]
+KINDS = [
+    "MultiSyncCollector",
+    "MultiAsyncCollector",
+    "AsyncBatchedCollector",
+    "DistributedDataCollector",
+]
 
 
 @pytest.mark.timeout(300)
@@ -95,7 +102,9 @@ def test_lambdas_closures_and_unimportable_code_reach_the_workers(kind: str) -> 
         seen.append(batch.numel())
         return batch
 
-    extra = {} if kind in ("DistributedDataCollector", "RPCDataCollector") else {"postproc": postproc}
+    extra = (
+        {} if kind in ("DistributedDataCollector", "RPCDataCollector") else {"postproc": postproc}
+    )
     collector = build(kind, lambda: GymEnv(env_id), policy(), **extra)
     try:
         frames = sum(batch.numel() for batch in collector)
@@ -112,7 +121,9 @@ def test_lambdas_closures_and_unimportable_code_reach_the_workers(kind: str) -> 
 def test_a_factory_that_raises_is_reported_with_its_own_exception(kind: str) -> None:
     before = children()
     with pytest.raises(WorkerError) as info:
-        collector = build(kind, broken_env, None)  # AsyncBatchedCollector starts lazily: its first batch fails
+        collector = build(
+            kind, broken_env, None
+        )  # AsyncBatchedCollector starts lazily: its first batch fails
         try:
             next(iter(collector))
         finally:
@@ -120,7 +131,9 @@ def test_a_factory_that_raises_is_reported_with_its_own_exception(kind: str) -> 
     message = str(info.value)
     first_line = message.splitlines()[0]
     assert "ValueError: no env called Nope-v0 here" in first_line, message
-    assert "in broken_env" in (info.value.remote_traceback or ""), message  # the worker's own traceback
+    assert "in broken_env" in (info.value.remote_traceback or ""), (
+        message
+    )  # the worker's own traceback
     assert children() - before == set()
 
 
@@ -168,8 +181,15 @@ collector.shutdown()
 def _run_user_code(how: str) -> str:
     env = {**os.environ, "PYTHONPATH": ""}
     args = [sys.executable, "-c", USER_CODE] if how == "-c" else [sys.executable, "-"]
-    out = subprocess.run(args, input=None if how == "-c" else USER_CODE, capture_output=True, text=True,
-                         timeout=400, cwd=ROOT, env=env)
+    out = subprocess.run(
+        args,
+        input=None if how == "-c" else USER_CODE,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=ROOT,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
@@ -210,12 +230,21 @@ except WorkerError as err:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", sorted(RPC_CODE))
 def test_rpc_in_a_fresh_process(case: str) -> None:
-    out = subprocess.run([sys.executable, "-c", RPC_CODE[case]], capture_output=True, text=True, timeout=280,
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": ""})
+    out = subprocess.run(
+        [sys.executable, "-c", RPC_CODE[case]],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     if case == "lambda":
         assert "frames 16" in out.stdout, out.stderr[-3000:]
-        assert "again: CollectorError RPCDataCollector: torch.distributed.rpc cannot be init" in out.stdout
+        assert (
+            "again: CollectorError RPCDataCollector: torch.distributed.rpc cannot be init"
+            in out.stdout
+        )
     else:
         expected = "reported: worker 0: RPC worker 1 (rank 1) failed to start: ValueError: no env called Nope-v0 here"
         assert expected in out.stdout, out.stdout + out.stderr[-3000:]

@@ -48,7 +48,9 @@ def prefer(policy: TensorDictModule, action: int) -> None:
     """Set the weights so that the policy always picks ``action``."""
     with torch.no_grad():
         policy.module.linear.weight.zero_()
-        policy.module.linear.bias.copy_(torch.tensor([1.0, -1.0]) if action == 0 else torch.tensor([-1.0, 1.0]))
+        policy.module.linear.bias.copy_(
+            torch.tensor([1.0, -1.0]) if action == 0 else torch.tensor([-1.0, 1.0])
+        )
 
 
 def greedy_policy(action: int) -> TensorDictModule:
@@ -138,10 +140,18 @@ def kill_and_wait(ray, actor, timeout: float = 60.0) -> None:
 
 def assert_pids_gone(pids: list[int], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    alive = [
+        p
+        for p in pids
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
     while alive and time.monotonic() < deadline:
         time.sleep(0.2)
-        alive = [p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [
+            p
+            for p in alive
+            if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+        ]
     assert alive == []
 
 
@@ -157,7 +167,9 @@ def test_arguments_validated_before_ray_starts() -> None:
         RayWeightUpdater(lambda td: td)
     assert RayWeightUpdater(torch.nn.Linear(2, 2)).latest() is None
     with pytest.raises(ValueError, match="weight_updater: expected a RayWeightUpdater"):
-        RayCollector(cartpole, frames_per_batch=8, num_collectors=2, weight_updater=VanillaWeightUpdater())
+        RayCollector(
+            cartpole, frames_per_batch=8, num_collectors=2, weight_updater=VanillaWeightUpdater()
+        )
 
 
 def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,8 +198,13 @@ def trainer_policy():
 @pytest.fixture(scope="class")
 def sync_collector(ray, trainer_policy):
     collector = RayCollector(
-        partial(cartpole, 2), trainer_policy, frames_per_batch=40, total_frames=-1, num_collectors=2,
-        remote_config=ACTOR, collector_kwargs={"exploration_type": "deterministic"},
+        partial(cartpole, 2),
+        trainer_policy,
+        frames_per_batch=40,
+        total_frames=-1,
+        num_collectors=2,
+        remote_config=ACTOR,
+        collector_kwargs={"exploration_type": "deterministic"},
         weight_updater=RayWeightUpdater(),  # TorchRL's zero-argument form: the collector binds the policy
     )
     yield collector
@@ -205,7 +222,9 @@ class TestLocalRay:
         assert a.batch_size == b.batch_size == torch.Size([4, 10])  # [2 actors * 2 envs, T]
         assert (a["action"] == 1).all() and (a["collector", "policy_version"] == 0).all()
         ids = torch.stack([a["collector", "traj_ids"], b["collector", "traj_ids"]], -1)
-        assert ids[:2].remainder(2).eq(0).all() and ids[2:].remainder(2).eq(1).all()  # actor 0, actor 1
+        assert (
+            ids[:2].remainder(2).eq(0).all() and ids[2:].remainder(2).eq(1).all()
+        )  # actor 0, actor 1
         assert set(ids[:2].unique().tolist()).isdisjoint(ids[2:].unique().tolist())
         pids = sync_collector.map_fn("os.getpid", [(), ()])
         assert pids == [info["pid"] for info in sync_collector.actor_info] and len(set(pids)) == 2
@@ -213,17 +232,25 @@ class TestLocalRay:
     @pytest.mark.timeout(300)
     def test_weight_update_observed_by_actors(self, sync_collector, trainer_policy) -> None:
         prefer(trainer_policy, 0)
-        assert sync_collector.weight_updater.update_weights() == 1  # TorchRL's name, on the bound updater
+        assert (
+            sync_collector.weight_updater.update_weights() == 1
+        )  # TorchRL's name, on the bound updater
         batch = next(iter(sync_collector))
         assert (batch["action"] == 0).all()
         assert (batch["collector", "policy_version"] == 1).all()
         report = sync_collector.timing_report()
-        assert "Collector actors (sum over 2)" in report and "rollout" in report and "wait" in report
+        assert (
+            "Collector actors (sum over 2)" in report and "rollout" in report and "wait" in report
+        )
 
     @pytest.mark.timeout(300)
-    def test_profile_trace_seed_and_map_fn_through_the_shared_base(self, sync_collector, tmp_path) -> None:
+    def test_profile_trace_seed_and_map_fn_through_the_shared_base(
+        self, sync_collector, tmp_path
+    ) -> None:
         path = str(tmp_path / "trace_{worker_idx}.json")
-        sync_collector.enable_profile(workers=[1], num_rollouts=1, warmup_rollouts=0, save_path=path)
+        sync_collector.enable_profile(
+            workers=[1], num_rollouts=1, warmup_rollouts=0, save_path=path
+        )
         next(iter(sync_collector))
         written = sync_collector.disable_profile()
         assert written == [str(tmp_path / "trace_1.json")] and os.path.getsize(written[0]) > 0
@@ -239,8 +266,15 @@ class TestLocalRay:
 
         monkeypatch.setattr(_ranges, "ARMED", True)  # as if the driver ran with RL_PROFILING=1
         monkeypatch.setitem(_ranges._state, "enabled", True)
-        with RayCollector(partial(cartpole, 2), greedy_policy(1), frames_per_batch=20, total_frames=50,
-                          num_collectors=2, sync=False, remote_config=ACTOR) as collector:
+        with RayCollector(
+            partial(cartpole, 2),
+            greedy_policy(1),
+            frames_per_batch=20,
+            total_frames=50,
+            num_collectors=2,
+            sync=False,
+            remote_config=ACTOR,
+        ) as collector:
             assert collector.map_fn(profiling_state, [(), ()]) == [("1", True)] * 2
             batches = list(collector)
         assert [b.batch_size for b in batches] == [torch.Size([2, 10])] * 2 + [torch.Size([2, 5])]
@@ -250,15 +284,24 @@ class TestLocalRay:
 
     @pytest.mark.timeout(300)
     def test_actor_crash_names_the_actor_and_kills_the_others(self, ray) -> None:
-        collector = RayCollector([partial(cartpole, 2), partial(crashing_cartpole, 12)], greedy_policy(1),
-                                 frames_per_batch=20, total_frames=-1, remote_config=ACTOR)
+        collector = RayCollector(
+            [partial(cartpole, 2), partial(crashing_cartpole, 12)],
+            greedy_policy(1),
+            frames_per_batch=20,
+            total_frames=-1,
+            remote_config=ACTOR,
+        )
         pids = [info["pid"] for info in collector.actor_info]
         it = iter(collector)
         next(it)  # 5 steps per actor and batch: the third batch crashes actor 1
         next(it)
-        with pytest.raises(WorkerError, match=r"Ray actor 1 .* raised RuntimeError: env crashed on purpose") as err:
+        with pytest.raises(
+            WorkerError, match=r"Ray actor 1 .* raised RuntimeError: env crashed on purpose"
+        ) as err:
             next(it)
-        assert err.value.worker_index == 1 and "env crashed on purpose" in err.value.remote_traceback
+        assert (
+            err.value.worker_index == 1 and "env crashed on purpose" in err.value.remote_traceback
+        )
         assert collector.actors == []
         assert_pids_gone(pids)
         with pytest.raises(CollectorError, match="after shutdown"):
@@ -267,7 +310,9 @@ class TestLocalRay:
 
     @pytest.mark.timeout(300)
     def test_actor_that_fails_to_start_is_reported(self, ray) -> None:
-        with pytest.raises(WorkerError, match=r"Ray actor 0 failed to start: ValueError: no such simulator"):
+        with pytest.raises(
+            WorkerError, match=r"Ray actor 0 failed to start: ValueError: no such simulator"
+        ):
             RayCollector(broken_env, frames_per_batch=8, num_collectors=1, remote_config=ACTOR)
 
 
@@ -277,8 +322,10 @@ def cluster():
     ray = import_ray_for_tests()
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True,
-                      head_node_args={"num_cpus": 1, "resources": {"node_a": 1}, "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"node_a": 1}, "include_dashboard": False},
+    )
     try:
         cluster.add_node(num_cpus=1, resources={"node_b": 1})
         ray.init(address=cluster.address, log_to_driver=False)
@@ -294,17 +341,30 @@ class TestTwoNodeCluster:
     @pytest.mark.timeout(300)
     def test_actors_on_both_nodes_collect_and_a_killed_actor_is_reported(self, cluster) -> None:
         ray = cluster
-        placement = [{"num_cpus": 1, "resources": {"node_a": 1}}, {"num_cpus": 1, "resources": {"node_b": 1}}]
-        collector = RayCollector(partial(cartpole, 2), greedy_policy(1), frames_per_batch=20, total_frames=-1,
-                                 num_collectors=2, remote_config=placement)
+        placement = [
+            {"num_cpus": 1, "resources": {"node_a": 1}},
+            {"num_cpus": 1, "resources": {"node_b": 1}},
+        ]
+        collector = RayCollector(
+            partial(cartpole, 2),
+            greedy_policy(1),
+            frames_per_batch=20,
+            total_frames=-1,
+            num_collectors=2,
+            remote_config=placement,
+        )
         try:  # a failure here must not leave live actors to the tests after this one
             nodes = [info["node_id"] for info in collector.actor_info]
-            assert len(set(nodes)) == 2 and set(nodes) == {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+            assert len(set(nodes)) == 2 and set(nodes) == {
+                n["NodeID"] for n in ray.nodes() if n["Alive"]
+            }
             it = iter(collector)
             batch = next(it)
             assert batch.batch_size == torch.Size([4, 5]) and (batch["action"] == 1).all()
             kill_and_wait(ray, collector.actors[1])
-            with pytest.raises(WorkerError, match=r"Ray actor 1 \(pid \d+ on node .*\) died") as err:
+            with pytest.raises(
+                WorkerError, match=r"Ray actor 1 \(pid \d+ on node .*\) died"
+            ) as err:
                 next(it)
             assert err.value.worker_index == 1
             assert collector.actors == []

@@ -38,19 +38,34 @@ def test_rpc_async_collects_updates_weights_and_reports_a_killed_worker():
 
     before = children()
     collector = RPCDataCollector(
-        partial(helpers.make_cartpole, 2), helpers.greedy_policy(prefer=1), frames_per_batch=8, total_frames=20,
-        num_collectors=2, sync=False, collector_kwargs={"exploration_type": "deterministic"},
-        start_timeout=300.0, timeout=120.0)
+        partial(helpers.make_cartpole, 2),
+        helpers.greedy_policy(prefer=1),
+        frames_per_batch=8,
+        total_frames=20,
+        num_collectors=2,
+        sync=False,
+        collector_kwargs={"exploration_type": "deterministic"},
+        start_timeout=300.0,
+        timeout=120.0,
+    )
     pids = [info["pid"] for info in collector.rank_info]
     try:
         batches = list(collector)
-        assert sum(b.numel() for b in batches) == 20 and batches[-1].batch_size == torch.Size([2, 2])
+        assert sum(b.numel() for b in batches) == 20 and batches[-1].batch_size == torch.Size(
+            [2, 2]
+        )
         ids = torch.cat([b["collector", "traj_ids"].reshape(-1) for b in batches])
         assert set((ids % 2).tolist()) <= {0, 1} and all((b["action"] == 1).all() for b in batches)
         version = collector.update_policy_weights_(helpers.greedy_policy(prefer=0))
-        collector.total_frames = -1  # keep collecting: the first fresh batch carries the new weights
+        collector.total_frames = (
+            -1
+        )  # keep collecting: the first fresh batch carries the new weights
         it = iter(collector)
-        fresh = [b for b in (next(it) for _ in range(4)) if (b["collector", "policy_version"] == version).all()]
+        fresh = [
+            b
+            for b in (next(it) for _ in range(4))
+            if (b["collector", "policy_version"] == version).all()
+        ]
         assert fresh and all((b["action"] == 0).all() for b in fresh)
         assert "Collector RPC workers (sum over 2)" in collector.timing_report()
         os.kill(pids[1], signal.SIGKILL)

@@ -31,7 +31,9 @@ class ArgMax(torch.nn.Module):
 def greedy_policy(bias: tuple[float, float] = (0.0, 0.0)):
     from tensordict.nn import TensorDictSequential
 
-    return TensorDictSequential(greedy(bias), TensorDictModule(ArgMax(), in_keys=["logits"], out_keys=["action"]))
+    return TensorDictSequential(
+        greedy(bias), TensorDictModule(ArgMax(), in_keys=["logits"], out_keys=["action"])
+    )
 
 
 def test_exports_import() -> None:
@@ -81,7 +83,13 @@ def test_split_trajectories_mask() -> None:
 
 
 def test_split_trajectories_without_ids() -> None:
-    td = TensorDict({"x": torch.arange(6.0).reshape(2, 3), "next": {"done": torch.tensor([[0, 1, 0], [0, 0, 0]]).bool()}}, [2, 3])
+    td = TensorDict(
+        {
+            "x": torch.arange(6.0).reshape(2, 3),
+            "next": {"done": torch.tensor([[0, 1, 0], [0, 0, 0]]).bool()},
+        },
+        [2, 3],
+    )
     out = split_trajectories(td)
     assert out["collector", "mask"].sum(-1).tolist() == [2, 1, 3]
 
@@ -95,7 +103,13 @@ def test_max_frames_per_traj_truncates() -> None:
 
 
 def test_init_random_frames_then_policy() -> None:
-    collector = Collector(make_env(2), greedy_policy((5.0, 0.0)), frames_per_batch=20, total_frames=60, init_random_frames=20)
+    collector = Collector(
+        make_env(2),
+        greedy_policy((5.0, 0.0)),
+        frames_per_batch=20,
+        total_frames=60,
+        init_random_frames=20,
+    )
     batches = list(collector)
     assert bool((batches[0]["action"] == 1).any())  # random: both actions (p = 1 - 2^-19)
     assert bool((batches[1]["action"] == 0).all()) and bool((batches[2]["action"] == 0).all())
@@ -103,7 +117,9 @@ def test_init_random_frames_then_policy() -> None:
 
 def test_policy_outputs_and_weight_update() -> None:
     policy = greedy_policy((0.0, 5.0))
-    collector = Collector(make_env(2), policy, frames_per_batch=10, exploration_type="deterministic")
+    collector = Collector(
+        make_env(2), policy, frames_per_batch=10, exploration_type="deterministic"
+    )
     batch = collector.rollout()
     assert bool((batch["action"] == 1).all()) and batch["logits"].shape == (2, 5, 2)
     trainer = greedy_policy((5.0, 0.0))
@@ -154,26 +170,41 @@ def test_replay_buffer_postproc_hook_and_timing() -> None:
             self.items.append(td.clone())
 
     rb, seen = ListBuffer(), []
-    collector = Collector(make_env(2), frames_per_batch=8, total_frames=24, replay_buffer=rb, post_collect_hook=seen.append)
+    collector = Collector(
+        make_env(2),
+        frames_per_batch=8,
+        total_frames=24,
+        replay_buffer=rb,
+        post_collect_hook=seen.append,
+    )
     assert list(collector) == [None] * 3
     assert [t.batch_size for t in rb.items] == [torch.Size([2, 4])] * 3 and len(seen) == 3
     report = collector.timing_report()
     for key in ("rollout", "policy", "env_step", "storage"):
         assert key in report
     assert collector.timing.count("rollout") == 3
-    doubled = Collector(make_env(2), frames_per_batch=8, total_frames=8, postproc=lambda td: td.set("x", td["next", "reward"] * 2))
+    doubled = Collector(
+        make_env(2),
+        frames_per_batch=8,
+        total_frames=8,
+        postproc=lambda td: td.set("x", td["next", "reward"] * 2),
+    )
     assert bool((next(iter(doubled))["x"] == 2).all())
 
 
 def test_set_seed_reproduces_and_reset_at_each_iter() -> None:
     def first_batches(seed: int):
-        collector = Collector(make_env(2), frames_per_batch=20, total_frames=40, reset_at_each_iter=True)
+        collector = Collector(
+            make_env(2), frames_per_batch=20, total_frames=40, reset_at_each_iter=True
+        )
         collector.set_seed(seed)
         return list(collector)
 
     a, b = first_batches(3), first_batches(3)
     for x, y in zip(a, b, strict=True):
-        assert bool((x["observation"] == y["observation"]).all()) and bool((x["action"] == y["action"]).all())
+        assert bool((x["observation"] == y["observation"]).all()) and bool(
+            (x["action"] == y["action"]).all()
+        )
     # every batch starts new trajectories
     assert int(a[1]["collector", "traj_ids"][:, 0].min()) > int(a[0]["collector", "traj_ids"].max())
 
@@ -188,7 +219,15 @@ def _cartpole_next(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
     theta_acc = (9.8 * sin - cos * temp) / (length * (4.0 / 3.0 - 0.1 * cos**2 / total_mass))
     x_acc = temp - pole_ml * theta_acc * cos / total_mass
     tau = 0.02
-    return torch.stack([x + tau * x_dot, x_dot + tau * x_acc, theta + tau * theta_dot, theta_dot + tau * theta_acc], -1)
+    return torch.stack(
+        [
+            x + tau * x_dot,
+            x_dot + tau * x_acc,
+            theta + tau * theta_dot,
+            theta_dot + tau * theta_acc,
+        ],
+        -1,
+    )
 
 
 def test_random_policy_stores_the_actions_it_steps_and_is_reproducible() -> None:

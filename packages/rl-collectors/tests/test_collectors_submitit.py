@@ -58,12 +58,26 @@ def test_submitit_launcher_validates_its_executor(tmp_path):
 def test_submitit_local_executor_runs_an_async_rank(tmp_path):
     before = children()
     collector = DistributedDataCollector(
-        cartpole(), None, frames_per_batch=8, total_frames=20, num_collectors=1, sync=False, launcher="submitit",
-        submitit_executor="local", submitit_folder=str(tmp_path), start_timeout=300.0, timeout=120.0)
+        cartpole(),
+        None,
+        frames_per_batch=8,
+        total_frames=20,
+        num_collectors=1,
+        sync=False,
+        launcher="submitit",
+        submitit_executor="local",
+        submitit_folder=str(tmp_path),
+        start_timeout=300.0,
+        timeout=120.0,
+    )
     try:
         assert collector.rank_info[0]["pid"] not in before
         batches = list(collector)
-        assert [b.batch_size for b in batches] == [torch.Size([2, 4]), torch.Size([2, 4]), torch.Size([2, 2])]
+        assert [b.batch_size for b in batches] == [
+            torch.Size([2, 4]),
+            torch.Size([2, 4]),
+            torch.Size([2, 2]),
+        ]
         ids = torch.cat([b["collector", "traj_ids"] for b in batches], -1)
         assert ids[0, 0] != ids[1, 0]  # one trajectory per sub-env at the start
     finally:
@@ -79,8 +93,16 @@ def _free_port() -> int:
 
 def delayed_main(port: int) -> list[list[int]]:
     """The trainer job: collect two batches from the one collector job."""
-    collector = DistributedDataCollector(cartpole(), None, frames_per_batch=8, total_frames=16, num_collectors=1,
-                                         launcher="submitit_delayed", tcp_port=port, start_timeout=300.0)
+    collector = DistributedDataCollector(
+        cartpole(),
+        None,
+        frames_per_batch=8,
+        total_frames=16,
+        num_collectors=1,
+        launcher="submitit_delayed",
+        tcp_port=port,
+        start_timeout=300.0,
+    )
     try:
         return [list(b.batch_size) for b in collector]
     finally:
@@ -91,7 +113,9 @@ def delayed_main(port: int) -> list[list[int]]:
 def test_submitit_delayed_launcher_runs_trainer_and_collector_jobs(tmp_path):
     before = children()
     port = _free_port()
-    main = submitit_delayed_launcher(num_jobs=1, tcp_port=port, executor="local", folder=tmp_path)(delayed_main)
+    main = submitit_delayed_launcher(num_jobs=1, tcp_port=port, executor="local", folder=tmp_path)(
+        delayed_main
+    )
     job = main(port)
     jobs = [job, *job.collector_jobs]
     deadline = time.monotonic() + 300

@@ -54,7 +54,9 @@ def _children() -> set[int]:
     out = set()
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
+            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(
+                p.cmdline()
+            ):
                 out.add(p.pid)
         except psutil.NoSuchProcess:
             pass
@@ -84,7 +86,10 @@ def test_isinstance_with_an_old_name_and_unsupported_methods_are_named():
         assert [b.numel() for b in collector] == [4]
     batched = AsyncBatchedCollector(partial(GymEnv, "CartPole-v1", num_envs=1), num_envs=2,
                                     frames_per_batch=4, total_frames=4)
-    with batched, pytest.raises(NotImplementedError, match="AsyncBatchedCollector does not support set_seed"):
+    with (
+        batched,
+        pytest.raises(NotImplementedError, match="AsyncBatchedCollector does not support set_seed"),
+    ):
         batched.set_seed(0)
 
 
@@ -189,7 +194,9 @@ def test_map_fn_bare_documented_name_keeps_the_workers(collector):
 
 @pytest.mark.timeout(600)
 def test_map_fn_wrong_name_is_refused_here_and_the_collector_stays_usable(collector):
-    with pytest.raises(ValueError, match=r"map_fn: name: 'set_profiling' is neither a Collector method"):
+    with pytest.raises(
+        ValueError, match=r"map_fn: name: 'set_profiling' is neither a Collector method"
+    ):
         collector.map_fn("set_profiling", [True, True])
     with pytest.raises(ValueError, match=r"map_fn: name: 'os' has no function 'nope'"):
         collector.map_fn("os.nope", [(), ()])
@@ -211,4 +218,7 @@ def test_torchrl_collector_arguments_are_refused_with_the_replacement(name):
 
     with pytest.raises(TypeError) as info:
         Collector(partial(GymEnv, "CartPole-v1"), None, frames_per_batch=4, **{name: "cpu"})
-    assert str(info.value) == f"{name}: TorchRL's argument is not supported by the collectors here; {TORCHRL_ONLY[name]}"
+    assert (
+        str(info.value)
+        == f"{name}: TorchRL's argument is not supported by the collectors here; {TORCHRL_ONLY[name]}"
+    )

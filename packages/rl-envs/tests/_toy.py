@@ -34,7 +34,11 @@ class CountEnv(EnvBase):
     def _step(self, td):
         self.count = self.count + td["action"].unsqueeze(-1).float()
         flag = self.count >= self.limit
-        out = TensorDict(observation=self.count.clone(), reward=torch.ones_like(self.count), batch_size=self.batch_size)
+        out = TensorDict(
+            observation=self.count.clone(),
+            reward=torch.ones_like(self.count),
+            batch_size=self.batch_size,
+        )
         out[self.report] = flag
         return out
 

@@ -12,7 +12,9 @@ import pytest
 from rl_envs import GymEnv, ParallelEnv, SerialEnv
 
 CARTPOLE_V1 = functools.partial(GymEnv, "CartPole-v1", num_envs=1)
-SHORT_CARTPOLE = functools.partial(GymEnv, "CartPole-v1", num_envs=1, max_episode_steps=50)  # same specs
+SHORT_CARTPOLE = functools.partial(
+    GymEnv, "CartPole-v1", num_envs=1, max_episode_steps=50
+)  # same specs
 PENDULUM = functools.partial(GymEnv, "Pendulum-v1", num_envs=1)
 
 
@@ -20,7 +22,10 @@ def _children() -> set[int]:
     out = set()
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if "resource_tracker" not in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
+            if (
+                "resource_tracker" not in " ".join(child.cmdline())
+                and child.status() != psutil.STATUS_ZOMBIE
+            ):
                 out.add(child.pid)
     return out
 
@@ -51,7 +56,11 @@ def test_serial_env_calls_each_constructor_once_in_order():
 
 
 def test_serial_env_list_with_kwargs_per_worker():
-    env = SerialEnv(2, [GymEnv, GymEnv], [{"env_name": "CartPole-v1"}, {"env_name": "CartPole-v1", "max_episode_steps": 50}])
+    env = SerialEnv(
+        2,
+        [GymEnv, GymEnv],
+        [{"env_name": "CartPole-v1"}, {"env_name": "CartPole-v1", "max_episode_steps": 50}],
+    )
     try:
         assert env.batch_size == (2, 1)
     finally:

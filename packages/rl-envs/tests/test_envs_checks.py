@@ -20,8 +20,12 @@ ENVS = {
     "pendulum": lambda: GymEnv("Pendulum-v1", num_envs=2),
     "mountaincar-continuous": lambda: GymEnv("MountainCarContinuous-v0", num_envs=2),
     "acrobot": lambda: GymEnv("Acrobot-v1", num_envs=2),
-    "cartpole-vector-entry-point": lambda: GymEnv("CartPole-v1", num_envs=16, vectorization_mode="vector_entry_point"),
-    "cartpole-next-step": lambda: GymWrapper(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")),
+    "cartpole-vector-entry-point": lambda: GymEnv(
+        "CartPole-v1", num_envs=16, vectorization_mode="vector_entry_point"
+    ),
+    "cartpole-next-step": lambda: GymWrapper(
+        gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    ),
     "cartpole-frame-skip": lambda: GymEnv("CartPole-v1", num_envs=2, frame_skip=2),
 }
 

@@ -15,7 +15,9 @@ ONES = torch.ones(3, dtype=torch.int64)
 
 def test_rollout_layout_time_last_and_keys():
     env = CountEnv()
-    data = env.rollout(4, policy=lambda td: td.set("action", ONES.clone()), break_when_any_done=False)
+    data = env.rollout(
+        4, policy=lambda td: td.set("action", ONES.clone()), break_when_any_done=False
+    )
     assert data.batch_size == (3, 4)
     assert set(data.keys()) == {"observation", "action", "done", "terminated", "truncated", "next"}
     assert set(data["next"].keys()) == {"observation", "reward", "done", "terminated", "truncated"}
@@ -37,7 +39,9 @@ def test_rollout_storage_is_time_major_behind_a_time_last_view():
     assert data.batch_size == (3, 6)
     obs = data["next", "observation"]
     assert obs.shape == (3, 6, 1) and obs.stride(1) > obs.stride(0)  # time is the outer stride
-    assert data.reshape(-1).batch_size == (18,) and torch.equal(data.contiguous()["action"], data["action"])
+    assert data.reshape(-1).batch_size == (18,) and torch.equal(
+        data.contiguous()["action"], data["action"]
+    )
     count = torch.zeros(3, 1)
     for t in range(6):  # replay the stored actions: every stored entry is the step's value
         assert torch.equal(data["observation"][:, t], count)
@@ -58,7 +62,9 @@ def test_break_when_any_done_stops_after_first_done():
 @pytest.mark.parametrize("report", ["terminated", "done", "truncated"])
 def test_done_completed_from_partial_flags(report):
     env = CountEnv(report=report)
-    data = env.rollout(3, policy=lambda td: td.set("action", ONES.clone()), break_when_any_done=False)
+    data = env.rollout(
+        3, policy=lambda td: td.set("action", ONES.clone()), break_when_any_done=False
+    )
     nxt = data["next"]
     assert torch.equal(nxt["done"], nxt["terminated"] | nxt["truncated"])
     assert nxt["done"][0, 2, 0]
@@ -87,7 +93,11 @@ def test_step_then_partial_reset_through_reset_key():
     out["_reset"] = torch.tensor([False, True, False])
     out2 = env.reset(out)
     assert out2["observation"][:, 0].tolist() == [0, 0, 3]
-    assert env.step(out2.set("action", ONES.clone()))["next", "observation"][:, 0].tolist() == [1, 1, 4]
+    assert env.step(out2.set("action", ONES.clone()))["next", "observation"][:, 0].tolist() == [
+        1,
+        1,
+        4,
+    ]
 
 
 def test_step_and_maybe_reset_returns_reset_root_and_keeps_policy_keys():
@@ -142,7 +152,9 @@ def test_seed_hook_and_reproducible_random_actions():
 def test_bad_actions_raise_named_errors():
     env = CountEnv()
     td = env.reset()
-    with pytest.raises(InvalidActionError, match=r"'action'.*dtype torch.int64.*received torch.float32"):
+    with pytest.raises(
+        InvalidActionError, match=r"'action'.*dtype torch.int64.*received torch.float32"
+    ):
         env.step(td.set("action", torch.ones(3)))
     with pytest.raises(InvalidActionError, match=r"'action'.*shape \(3,\).*received \(3, 1\)"):
         env.step(td.set("action", torch.ones(3, 1, dtype=torch.int64)))
@@ -188,7 +200,9 @@ def test_rollout_without_auto_reset_continues():
     env = CountEnv(limit=100)
     env.rollout(2, policy=lambda td: td.set("action", ONES.clone()))
     td = env.reset(TensorDict(_reset=torch.tensor([False, False, False]), batch_size=(3,)))
-    data = env.rollout(2, policy=lambda td: td.set("action", ONES.clone()), auto_reset=False, tensordict=td)
+    data = env.rollout(
+        2, policy=lambda td: td.set("action", ONES.clone()), auto_reset=False, tensordict=td
+    )
     assert data["observation"][0, :, 0].tolist() == [2, 3]
 
 

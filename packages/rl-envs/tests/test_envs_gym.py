@@ -22,7 +22,11 @@ from rl_envs import (  # noqa: E402
     Unbounded,
 )
 
-MODES = [gym.vector.AutoresetMode.SAME_STEP, gym.vector.AutoresetMode.NEXT_STEP, gym.vector.AutoresetMode.DISABLED]
+MODES = [
+    gym.vector.AutoresetMode.SAME_STEP,
+    gym.vector.AutoresetMode.NEXT_STEP,
+    gym.vector.AutoresetMode.DISABLED,
+]
 EPISODE = 5  # TimeLimit: every episode is truncated after 5 steps
 
 
@@ -53,7 +57,9 @@ def test_truncation_keeps_final_obs_in_every_autoreset_mode(mode):
     for i in range(3):
         roots, nexts = _reference(10 + i, data["action"][i].numpy())
         np.testing.assert_allclose(data["observation"][i].numpy(), np.stack(roots), rtol=1e-6)
-        np.testing.assert_allclose(data["next", "observation"][i].numpy(), np.stack(nexts), rtol=1e-6)
+        np.testing.assert_allclose(
+            data["next", "observation"][i].numpy(), np.stack(nexts), rtol=1e-6
+        )
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
@@ -68,12 +74,19 @@ def test_async_vector_env_keeps_final_obs(mode):
     for i in range(2):
         roots, nexts = _reference(3 + i, data["action"][i].numpy())
         np.testing.assert_allclose(data["observation"][i].numpy(), np.stack(roots), rtol=1e-6)
-        np.testing.assert_allclose(data["next", "observation"][i].numpy(), np.stack(nexts), rtol=1e-6)
+        np.testing.assert_allclose(
+            data["next", "observation"][i].numpy(), np.stack(nexts), rtol=1e-6
+        )
     assert venv.closed
 
 
 def test_numpy_vectorised_entry_point_semantics():
-    env = GymEnv("CartPole-v1", num_envs=64, vectorization_mode="vector_entry_point", max_episode_steps=EPISODE)
+    env = GymEnv(
+        "CartPole-v1",
+        num_envs=64,
+        vectorization_mode="vector_entry_point",
+        max_episode_steps=EPISODE,
+    )
     env.set_seed(0)
     data = env.rollout(12, break_when_any_done=False)
     done = data["next", "done"][..., 0]
@@ -129,7 +142,9 @@ def test_fast_path_matches_public_step_and_maybe_reset():
         td["action"] = a
         td, next_root = public.step_and_maybe_reset(td)
         assert torch.equal(nxt["observation"], td["next", "observation"])
-        assert torch.equal(nxt["done"], td["next", "done"]) and torch.equal(nxt["reward"], td["next", "reward"])
+        assert torch.equal(nxt["done"], td["next", "done"]) and torch.equal(
+            nxt["reward"], td["next", "reward"]
+        )
         assert torch.equal(root["observation"], next_root["observation"])
         td = next_root
 
@@ -146,12 +161,20 @@ def test_specs_from_spaces():
 
     spec = space_to_spec(space, torch.Size([8]))
     assert isinstance(spec, Composite) and spec.shape == (8,)
-    assert isinstance(spec["box"], Bounded) and spec["box"].dtype == torch.float64 and spec["box"].shape == (8, 3)
+    assert (
+        isinstance(spec["box"], Bounded)
+        and spec["box"].dtype == torch.float64
+        and spec["box"].shape == (8, 3)
+    )
     assert isinstance(spec["free"], Unbounded)
-    assert isinstance(spec["disc"], Categorical) and spec["disc"].n == 4 and spec["disc"].shape == (8,)
+    assert (
+        isinstance(spec["disc"], Categorical) and spec["disc"].n == 4 and spec["disc"].shape == (8,)
+    )
     assert isinstance(spec["multi"], MultiCategorical) and spec["multi"].shape == (8, 2)
     assert isinstance(spec["bin"], Binary) and spec["bin"].dtype == torch.int8
-    onehot = space_to_spec(gym.spaces.Discrete(4), torch.Size([8]), categorical_action_encoding=False)
+    onehot = space_to_spec(
+        gym.spaces.Discrete(4), torch.Size([8]), categorical_action_encoding=False
+    )
     assert isinstance(onehot, OneHot) and onehot.shape == (8, 4)
     with pytest.raises(TypeError, match="unsupported gymnasium space"):
         space_to_spec(gym.spaces.Text(5), torch.Size([1]))
@@ -220,7 +243,14 @@ def test_info_keys_exported():
     env = GymWrapper(venv, info_keys=["t"])
     assert env.observation_spec["t"].shape == (2,)
     data = env.rollout(6, break_when_any_done=False)
-    assert data["next", "t"][0].tolist() == [1, 2, 3, 4, 1, 2]  # the final step's info, not the reset's
+    assert data["next", "t"][0].tolist() == [
+        1,
+        2,
+        3,
+        4,
+        1,
+        2,
+    ]  # the final step's info, not the reset's
     assert data["t"][0].tolist() == [0, 1, 2, 3, 0, 1]
     with pytest.raises(KeyError, match="not in the reset info"):
         GymWrapper(gym.make_vec("CartPole-v1", num_envs=1), info_keys=["nope"])

@@ -37,8 +37,13 @@ LOAD_AND_CALL = (
 
 
 def _in_fresh_process(data: bytes) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", LOAD_AND_CALL], input=data, capture_output=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": ""})
+    return subprocess.run(
+        [sys.executable, "-c", LOAD_AND_CALL],
+        input=data,
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
 
 
 def _main_function(source: str, name: str):
@@ -66,7 +71,11 @@ def test_importable_code_goes_by_reference_the_rest_by_value():
 def test_main_functions_and_closures_load_in_a_fresh_process():
     scale = 7
     make = _main_function("def make(x=6):\n    return x * SCALE\nSCALE = 7\n", "make")
-    for fn, expected in ((make, "42"), (lambda: scale * 6, "42"), (functools.partial(max, 42, 1), "42")):
+    for fn, expected in (
+        (make, "42"),
+        (lambda: scale * 6, "42"),
+        (functools.partial(max, 42, 1), "42"),
+    ):
         out = _in_fresh_process(dumps(fn, "create_env_fn"))
         assert out.returncode == 0, out.stderr.decode()[-2000:]
         assert out.stdout.decode().strip() == expected
@@ -77,7 +86,9 @@ def test_what_cannot_cross_is_named_with_both_reasons():
     with pytest.raises(pickle.PicklingError) as info:
         dumps({"lock": lock}, "create_env_kwargs")
     message = str(info.value)
-    assert message.startswith("create_env_kwargs: cannot be sent to a worker process; received {'lock': <")
+    assert message.startswith(
+        "create_env_kwargs: cannot be sent to a worker process; received {'lock': <"
+    )
     assert "by reference: TypeError: cannot pickle '_thread.lock' object" in message
     assert "by value (cloudpickle): TypeError" in message
     assert "build them inside the worker" in message
@@ -125,7 +136,9 @@ def test_error_summary_is_the_exception_line():
     assert error_summary(None) == "" and error_summary("") == ""
 
 
-IGNORE_SIGTERM = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(120)\n"
+IGNORE_SIGTERM = (
+    "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(120)\n"
+)
 
 
 @pytest.mark.timeout(120)

@@ -37,7 +37,9 @@ EXPECTED = [
 
 def test_ranges_recorded_when_armed():
     env = {**os.environ, "RL_PROFILING": "1"}
-    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     for name in EXPECTED:
         assert name in out.stdout, (name, out.stdout)

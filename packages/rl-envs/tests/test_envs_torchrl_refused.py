@@ -19,8 +19,12 @@ def test_torchrl_arguments_are_refused_with_the_replacement(cls, name):
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(TypeError) as info:
         cls(2, MAKE, **{name: True})
-    assert str(info.value) == f"{name}: TorchRL's argument is not supported here; {TORCHRL_ONLY[name]}"
-    assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()  # nothing started
+    assert (
+        str(info.value) == f"{name}: TorchRL's argument is not supported here; {TORCHRL_ONLY[name]}"
+    )
+    assert {
+        p.pid for p in psutil.Process().children(recursive=True)
+    } - before == set()  # nothing started
 
 
 def test_a_misspelt_argument_is_still_a_plain_type_error():

@@ -45,7 +45,9 @@ def test_step_counter_truncates_and_resets_with_final_obs():
 def test_init_tracker_and_reward_sum():
     env = TransformedEnv(CountEnv(limit=2), Compose(InitTracker(), RewardSum()))
     ones = torch.ones(3, dtype=torch.int64)
-    data = env.rollout(4, policy=lambda td: td.set("action", ones.clone()), break_when_any_done=False)
+    data = env.rollout(
+        4, policy=lambda td: td.set("action", ones.clone()), break_when_any_done=False
+    )
     assert data["is_init"][0, :, 0].tolist() == [True, False, True, False]
     assert not data["next", "is_init"].any()
     assert data["next", "episode_reward"][0, :, 0].tolist() == [1, 2, 1, 2]
@@ -87,8 +89,13 @@ def test_double_to_float_specs_and_inverse_action():
     assert isinstance(env.observation_spec["observation"], Bounded)
     assert env.action_spec.dtype == torch.float32 and base.action_spec.dtype == torch.float64
     data = env.rollout(3)
-    assert data["observation"].dtype == torch.float32 and data["next", "observation"].dtype == torch.float32
-    assert torch.allclose(data["next", "observation"].double(), data["next", "observation"].double())
+    assert (
+        data["observation"].dtype == torch.float32
+        and data["next", "observation"].dtype == torch.float32
+    )
+    assert torch.allclose(
+        data["next", "observation"].double(), data["next", "observation"].double()
+    )
     check_env_specs(env)
     env.close()
 
@@ -108,8 +115,12 @@ def test_observation_norm_init_stats_and_spec():
     data = env.rollout(20, break_when_any_done=False)
     env.base_env.set_seed(1)
     raw = env.base_env.rollout(20, break_when_any_done=False)
-    assert torch.allclose(data["observation"], (raw["observation"] - norm.loc) / norm.scale, atol=1e-5)
-    assert torch.allclose(data["next", "observation"], (raw["next", "observation"] - norm.loc) / norm.scale, atol=1e-5)
+    assert torch.allclose(
+        data["observation"], (raw["observation"] - norm.loc) / norm.scale, atol=1e-5
+    )
+    assert torch.allclose(
+        data["next", "observation"], (raw["next", "observation"] - norm.loc) / norm.scale, atol=1e-5
+    )
     assert isinstance(env.observation_spec["observation"], Bounded)
     assert expected.shape == base_obs.shape
     check_env_specs(env)
@@ -123,7 +134,9 @@ def test_observation_norm_affine_form():
 
 
 def test_primer_resets_on_done():
-    env = TransformedEnv(CountEnv(limit=2), TensorDictPrimer({"h": Unbounded((4,))}, default_value=0.0))
+    env = TransformedEnv(
+        CountEnv(limit=2), TensorDictPrimer({"h": Unbounded((4,))}, default_value=0.0)
+    )
     assert env.observation_spec["h"].shape == (3, 4)
 
     def policy(td):

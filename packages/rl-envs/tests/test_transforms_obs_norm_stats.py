@@ -9,7 +9,9 @@ from rl_envs import GymEnv, ObservationNorm, TransformedEnv
 
 @pytest.fixture
 def pendulum():
-    env = TransformedEnv(GymEnv("Pendulum-v1", num_envs=2), ObservationNorm(in_keys=["observation"]))
+    env = TransformedEnv(
+        GymEnv("Pendulum-v1", num_envs=2), ObservationNorm(in_keys=["observation"])
+    )
     yield env
     env.close()
 

@@ -178,7 +178,9 @@ def test_clip_transform_clips_actions_on_their_way_in():
     from rl_envs import GymEnv, TransformedEnv
     from tensordict import TensorDict
 
-    clipped = TransformedEnv(GymEnv("Pendulum-v1", num_envs=2), ClipTransform(in_keys_inv=["action"]))
+    clipped = TransformedEnv(
+        GymEnv("Pendulum-v1", num_envs=2), ClipTransform(in_keys_inv=["action"])
+    )
     plain = GymEnv("Pendulum-v1", num_envs=2)
     assert type(clipped.action_spec).__name__ == "Unbounded"
     clipped.set_seed(3), plain.set_seed(3)
@@ -189,6 +191,8 @@ def test_clip_transform_clips_actions_on_their_way_in():
         ref = plain.step(TensorDict(action=a.clamp(-2.0, 2.0), batch_size=[2]))
         torch.testing.assert_close(out["next", "observation"], ref["next", "observation"])
         assert torch.equal(out["action"], a)  # the policy's own action is what gets stored
-    tight = TransformedEnv(GymEnv("Pendulum-v1", num_envs=2), ClipTransform(in_keys_inv=["action"], low=-0.5, high=1.0))
+    tight = TransformedEnv(
+        GymEnv("Pendulum-v1", num_envs=2), ClipTransform(in_keys_inv=["action"], low=-0.5, high=1.0)
+    )
     assert tight.transform[0].inv_action(torch.tensor([[9.0], [-9.0]])).tolist() == [[1.0], [-0.5]]
     clipped.close(), plain.close(), tight.close()

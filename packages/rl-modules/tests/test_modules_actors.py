@@ -37,8 +37,14 @@ def _obs(n: int = 3, batch: int = B) -> TensorDict:
 
 def _gaussian_actor(spec, dist=TanhNormal, **kwargs):
     net = nn.Sequential(nn.Linear(3, 4), NormalParamExtractor())
-    return ProbabilisticActor(TensorDictModule(net, ["observation"], ["loc", "scale"]), ["loc", "scale"],
-                              spec=spec, distribution_class=dist, return_log_prob=True, **kwargs)
+    return ProbabilisticActor(
+        TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ["loc", "scale"],
+        spec=spec,
+        distribution_class=dist,
+        return_log_prob=True,
+        **kwargs,
+    )
 
 
 def test_event_spec_strips_batch_dims_of_every_spec_type():
@@ -53,7 +59,9 @@ def test_event_spec_strips_batch_dims_of_every_spec_type():
     ]
     for spec, shape in cases:
         one = event_spec(spec)
-        assert type(one) is type(spec) and one.shape == torch.Size(shape) and one.dtype == spec.dtype
+        assert (
+            type(one) is type(spec) and one.shape == torch.Size(shape) and one.dtype == spec.dtype
+        )
     assert torch.equal(event_spec(cases[0][0]).high, high)
     assert event_spec(cases[-1][0]).nvec.tolist() == [2, 3]
 
@@ -67,14 +75,18 @@ def test_tanh_actor_takes_its_bounds_from_the_env_spec():
         assert bool(((td["action"] > low) & (td["action"] < high)).all())
     with set_exploration_type(ExplorationType.DETERMINISTIC):
         td = actor(_obs())
-        torch.testing.assert_close(td["action"], low + (high - low) * (torch.tanh(td["loc"]) + 1) / 2)
+        torch.testing.assert_close(
+            td["action"], low + (high - low) * (torch.tanh(td["loc"]) + 1) / 2
+        )
 
 
 def test_actor_output_outside_its_spec_is_caught_on_the_first_call():
     spec = Composite(action=Bounded(-1.0, 1.0, shape=(B, 2)), shape=(B,))
     actor = _gaussian_actor(spec, dist=IndependentNormal)
     actor.module[0].module[0].bias.data.fill_(50.0)  # loc far outside [-1, 1]
-    with pytest.raises(ActionSpecError, match=r"'action': value out of bounds .* not in \[-1.0, 1.0\]"):
+    with pytest.raises(
+        ActionSpecError, match=r"'action': value out of bounds .* not in \[-1.0, 1.0\]"
+    ):
         actor(_obs())
 
 
@@ -94,7 +106,9 @@ def test_safe_actor_projects_every_action_into_its_spec():
 )
 def test_discrete_actors_fit_their_specs(spec, dist, n_out):
     head = TensorDictModule(nn.Linear(3, n_out), ["observation"], ["logits"])
-    actor = ProbabilisticActor(head, ["logits"], spec=spec, distribution_class=dist, return_log_prob=True)
+    actor = ProbabilisticActor(
+        head, ["logits"], spec=spec, distribution_class=dist, return_log_prob=True
+    )
     for _ in range(6):
         td = actor(_obs())
         assert spec.is_in(td["action"].to(spec.dtype))
@@ -102,13 +116,17 @@ def test_discrete_actors_fit_their_specs(spec, dist, n_out):
 
 def test_a_float_action_for_a_discrete_spec_is_refused():
     actor = _gaussian_actor(Categorical(2, shape=(B,)), dist=IndependentNormal)
-    with pytest.raises(ActionSpecError, match=r"expected torch.int64 values .* received torch.float32"):
+    with pytest.raises(
+        ActionSpecError, match=r"expected torch.int64 values .* received torch.float32"
+    ):
         actor(_obs())
 
 
 def test_wrong_action_shape_is_refused_naming_the_key():
     actor = _gaussian_actor(Unbounded(shape=(B, 3)), dist=IndependentNormal)
-    with pytest.raises(ActionSpecError, match=r"'action': expected a shape ending with \(3,\).* received \(8, 2\)"):
+    with pytest.raises(
+        ActionSpecError, match=r"'action': expected a shape ending with \(3,\).* received \(8, 2\)"
+    ):
         actor(_obs())
 
 
@@ -131,19 +149,32 @@ def test_safe_module_projects_on_every_spec_type(spec):
 def test_safe_module_checks_integer_specs():
     for spec, bad in [(Categorical(3, shape=(B,)), 3), (MultiCategorical([2, 3], shape=(B, 2)), 5)]:
         shape = spec.shape[1:]
-        module = SafeModule(lambda x, s=shape, v=bad: torch.full((x.shape[0], *s), v), ["observation"],
-                            ["action"], spec=spec)
+        module = SafeModule(
+            lambda x, s=shape, v=bad: torch.full((x.shape[0], *s), v),
+            ["observation"],
+            ["action"],
+            spec=spec,
+        )
         with pytest.raises(ActionSpecError, match="out of range"):
             module(_obs())
-        safe = SafeModule(lambda x, s=shape, v=bad: torch.full((x.shape[0], *s), v), ["observation"],
-                          ["action"], spec=spec, safe=True)
+        safe = SafeModule(
+            lambda x, s=shape, v=bad: torch.full((x.shape[0], *s), v),
+            ["observation"],
+            ["action"],
+            spec=spec,
+            safe=True,
+        )
         assert spec.is_in(safe(_obs())["action"])
 
 
 def test_masked_actor_reads_the_env_mask():
     head = TensorDictModule(nn.Linear(3, 4), ["observation"], ["logits"])
-    actor = ProbabilisticActor(head, {"logits": "logits", "mask": "action_mask"},
-                               distribution_class=MaskedCategorical, spec=Categorical(4, shape=(B,)))
+    actor = ProbabilisticActor(
+        head,
+        {"logits": "logits", "mask": "action_mask"},
+        distribution_class=MaskedCategorical,
+        spec=Categorical(4, shape=(B,)),
+    )
     mask = torch.zeros(B, 4, dtype=torch.bool)
     mask[:, 2] = True
     td = _obs().set("action_mask", mask)
@@ -156,19 +187,33 @@ def test_probabilistic_actor_refuses_a_plain_network():
 
 
 def test_value_operator_and_deterministic_actor_keys():
-    v = ValueOperator(MLP(in_features=5, out_features=1, depth=1), in_keys=["observation", "action"])
+    v = ValueOperator(
+        MLP(in_features=5, out_features=1, depth=1), in_keys=["observation", "action"]
+    )
     td = v(TensorDict(observation=torch.randn(B, 3), action=torch.randn(B, 2), batch_size=[B]))
     assert v.out_keys == ["state_action_value"] and "state_action_value" in td
     actor = Actor(nn.Linear(3, 2), spec=Bounded(-1.0, 1.0, shape=(2,)), safe=True)
-    assert bool((actor(TensorDict(observation=99 * torch.ones(B, 3), batch_size=[B]))["action"].abs() <= 1).all())
+    assert bool(
+        (
+            actor(TensorDict(observation=99 * torch.ones(B, 3), batch_size=[B]))["action"].abs()
+            <= 1
+        ).all()
+    )
 
 
 def test_qvalue_module_categorical_one_hot_and_mask():
     values = torch.tensor([[0.1, 2.0, 0.3], [5.0, -1.0, 0.0]])
-    td = QValueModule(spec=Categorical(3, shape=(2,)))(TensorDict(action_value=values.clone(), batch_size=[2]))
+    td = QValueModule(spec=Categorical(3, shape=(2,)))(
+        TensorDict(action_value=values.clone(), batch_size=[2])
+    )
     assert td["action"].tolist() == [1, 0] and td["chosen_action_value"].tolist() == [[2.0], [5.0]]
-    one_hot = QValueModule(spec=OneHot(3, shape=(2, 3)))(TensorDict(action_value=values.clone(), batch_size=[2]))
-    assert one_hot["action"].dtype == torch.bool and one_hot["action"].long().tolist() == [[0, 1, 0], [1, 0, 0]]
+    one_hot = QValueModule(spec=OneHot(3, shape=(2, 3)))(
+        TensorDict(action_value=values.clone(), batch_size=[2])
+    )
+    assert one_hot["action"].dtype == torch.bool and one_hot["action"].long().tolist() == [
+        [0, 1, 0],
+        [1, 0, 0],
+    ]
     mask = torch.tensor([[True, False, True], [False, True, True]])
     masked = QValueModule(action_mask_key="action_mask")(
         TensorDict(action_value=values.clone(), action_mask=mask, batch_size=[2]))
@@ -179,7 +224,9 @@ def test_qvalue_actor_writes_what_dqn_reads():
     actor = QValueActor(nn.Linear(4, 2), spec=Categorical(2, shape=(B,)))
     td = actor(TensorDict(observation=torch.randn(B, 4), batch_size=[B]))
     assert td["action"].shape == (B,) and td["action_value"].shape == (B, 2)
-    torch.testing.assert_close(td["chosen_action_value"].squeeze(-1), td["action_value"].max(-1).values)
+    torch.testing.assert_close(
+        td["chosen_action_value"].squeeze(-1), td["action_value"].max(-1).values
+    )
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
@@ -193,8 +240,12 @@ def test_qvalue_module_bad_input(kwargs, match):
 
 def test_actor_value_operator_shares_the_trunk():
     trunk = TensorDictModule(nn.Linear(4, 8), ["observation"], ["hidden"])
-    policy = ProbabilisticActor(TensorDictModule(nn.Linear(8, 2), ["hidden"], ["logits"]), ["logits"],
-                                distribution_class=torch.distributions.Categorical, return_log_prob=True)
+    policy = ProbabilisticActor(
+        TensorDictModule(nn.Linear(8, 2), ["hidden"], ["logits"]),
+        ["logits"],
+        distribution_class=torch.distributions.Categorical,
+        return_log_prob=True,
+    )
     value = ValueOperator(nn.Linear(8, 1), in_keys=["hidden"])
     model = ActorValueOperator(trunk, policy, value)
     pol, val = model.get_policy_operator(), model.get_value_operator()
@@ -216,8 +267,12 @@ def test_the_collectors_fast_path_equals_tensordicts_forward(dist):
 
     if dist == "categorical":
         head = TensorDictModule(nn.Linear(3, 4), ["observation"], ["logits"])
-        actor = ProbabilisticActor(head, ["logits"], distribution_class=torch.distributions.Categorical,
-                                   return_log_prob=True)
+        actor = ProbabilisticActor(
+            head,
+            ["logits"],
+            distribution_class=torch.distributions.Categorical,
+            return_log_prob=True,
+        )
     else:
         actor = _gaussian_actor(None, dist=dist)
     obs = _obs()

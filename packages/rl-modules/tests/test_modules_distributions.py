@@ -26,8 +26,14 @@ def _tanh_reference(loc, scale, low, high):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_tanh_normal_log_prob_matches_torch_inside(dtype):
     g = torch.Generator().manual_seed(0)
-    loc, scale = torch.randn(64, 3, generator=g, dtype=dtype), torch.rand(64, 3, generator=g, dtype=dtype) + 0.2
-    low, high = torch.tensor([-2.0, 0.0, -1.0], dtype=dtype), torch.tensor([2.0, 5.0, 0.5], dtype=dtype)
+    loc, scale = (
+        torch.randn(64, 3, generator=g, dtype=dtype),
+        torch.rand(64, 3, generator=g, dtype=dtype) + 0.2,
+    )
+    low, high = (
+        torch.tensor([-2.0, 0.0, -1.0], dtype=dtype),
+        torch.tensor([2.0, 5.0, 0.5], dtype=dtype),
+    )
     ours, ref = TanhNormal(loc, scale, low=low, high=high), _tanh_reference(loc, scale, low, high)
     y = torch.rand(64, 3, generator=g, dtype=dtype) * 1.8 - 0.9  # tanh(u) well inside (-1, 1)
     value = (high + low) / 2 + (high - low) / 2 * y
@@ -57,7 +63,9 @@ def test_tanh_normal_sampling_moments_match_the_numeric_mean():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_tanh_normal_log_prob_finite_at_and_near_the_bounds(dtype):
     low, high = torch.tensor([-1.0, 0.0], dtype=dtype), torch.tensor([1.0, 10.0], dtype=dtype)
-    d = TanhNormal(torch.zeros(4, 2, dtype=dtype), torch.full((4, 2), 0.5, dtype=dtype), low=low, high=high)
+    d = TanhNormal(
+        torch.zeros(4, 2, dtype=dtype), torch.full((4, 2), 0.5, dtype=dtype), low=low, high=high
+    )
     near = torch.stack([low, low + 1e-6, high - 1e-6, high])
     lp = d.log_prob(near)
     assert torch.isfinite(lp).all(), lp
@@ -81,7 +89,9 @@ def test_tanh_normal_cached_and_recomputed_log_prob_agree():
 
 def test_tanh_normal_deterministic_sample_is_the_squashed_loc():
     loc = torch.tensor([[0.3, -2.0]])
-    d = TanhNormal(loc, torch.ones(1, 2), low=torch.tensor([0.0, -4.0]), high=torch.tensor([2.0, 4.0]))
+    d = TanhNormal(
+        loc, torch.ones(1, 2), low=torch.tensor([0.0, -4.0]), high=torch.tensor([2.0, 4.0])
+    )
     expected = torch.tensor([0.0, -4.0]) + (torch.tanh(loc) + 1) * torch.tensor([1.0, 4.0])
     torch.testing.assert_close(d.deterministic_sample, expected)
     d2 = TanhNormal(torch.full((1, 2), 100.0), torch.ones(1, 2), tanh_loc=True, upscale=2.0)
@@ -101,18 +111,27 @@ def test_independent_normal_matches_torch():
 
 
 def test_truncated_normal_matches_the_float64_formula_and_integral():
-    loc, scale = torch.tensor([0.3, -0.5], dtype=torch.float64), torch.tensor([0.5, 2.0], dtype=torch.float64)
+    loc, scale = (
+        torch.tensor([0.3, -0.5], dtype=torch.float64),
+        torch.tensor([0.5, 2.0], dtype=torch.float64),
+    )
     low, high = -1.0, 1.0
     d = TruncatedNormal(loc, scale, low=low, high=high)
     x = torch.tensor([0.2, -0.7], dtype=torch.float64)
     normal = D.Normal(loc, scale)
-    mass = normal.cdf(torch.tensor(high, dtype=torch.float64)) - normal.cdf(torch.tensor(low, dtype=torch.float64))
+    mass = normal.cdf(torch.tensor(high, dtype=torch.float64)) - normal.cdf(
+        torch.tensor(low, dtype=torch.float64)
+    )
     expected = (normal.log_prob(x) - mass.log()).sum()
     torch.testing.assert_close(d.log_prob(x), expected, atol=1e-8, rtol=1e-8)
     grid = torch.linspace(low, high, 200_001, dtype=torch.float64)
     per_dim = (normal.log_prob(grid.unsqueeze(-1)) - mass.log()).exp()
-    torch.testing.assert_close(torch.trapezoid(per_dim, grid, dim=0), torch.ones(2, dtype=torch.float64))
-    samples = TruncatedNormal(loc.expand(200_000, 2), scale.expand(200_000, 2), low=low, high=high).sample()
+    torch.testing.assert_close(
+        torch.trapezoid(per_dim, grid, dim=0), torch.ones(2, dtype=torch.float64)
+    )
+    samples = TruncatedNormal(
+        loc.expand(200_000, 2), scale.expand(200_000, 2), low=low, high=high
+    ).sample()
     mean = torch.trapezoid(per_dim * grid.unsqueeze(-1), grid, dim=0)
     torch.testing.assert_close(samples.mean(0), mean, atol=0.01, rtol=0)
     assert bool(((samples >= low) & (samples <= high)).all())
@@ -141,7 +160,9 @@ def test_masked_categorical_log_prob_entropy_and_gradients():
     d = MaskedCategorical(logits=logits, mask=mask)
     ref = [D.Categorical(logits=logits[i][mask[i]]) for i in range(2)]
     lp = d.log_prob(torch.tensor([2, 2]))
-    torch.testing.assert_close(lp, torch.stack([ref[0].log_prob(torch.tensor(1)), ref[1].log_prob(torch.tensor(1))]))
+    torch.testing.assert_close(
+        lp, torch.stack([ref[0].log_prob(torch.tensor(1)), ref[1].log_prob(torch.tensor(1))])
+    )
     assert d.log_prob(torch.tensor([1, 0])).isneginf().all()
     entropy = d.entropy()
     torch.testing.assert_close(entropy, torch.stack([r.entropy() for r in ref]))
@@ -153,15 +174,26 @@ def test_masked_categorical_log_prob_entropy_and_gradients():
 def test_masked_categorical_indices_probs_and_padding():
     d = MaskedCategorical(probs=torch.full((2, 3), 1 / 3), indices=torch.tensor([[0, 2], [1, 1]]))
     torch.testing.assert_close(d.probs, torch.tensor([[0.5, 0.0, 0.5], [0.0, 1.0, 0.0]]))
-    padded = MaskedCategorical(logits=torch.zeros(2, 3), mask=torch.ones(2, 3, dtype=torch.bool), padding_value=-1)
+    padded = MaskedCategorical(
+        logits=torch.zeros(2, 3), mask=torch.ones(2, 3, dtype=torch.bool), padding_value=-1
+    )
     assert padded.log_prob(torch.tensor([-1, 0])).tolist() == pytest.approx([0.0, -math.log(3)])
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"logits": torch.zeros(2, 3), "mask": torch.tensor([[True, False, False], [False] * 3])}, "rows \\[\\[1\\]\\]"),
-        ({"logits": torch.zeros(2, 3), "mask": torch.ones(2, 4, dtype=torch.bool)}, "shape \\(2, 3\\)"),
+        (
+            {
+                "logits": torch.zeros(2, 3),
+                "mask": torch.tensor([[True, False, False], [False] * 3]),
+            },
+            "rows \\[\\[1\\]\\]",
+        ),
+        (
+            {"logits": torch.zeros(2, 3), "mask": torch.ones(2, 4, dtype=torch.bool)},
+            "shape \\(2, 3\\)",
+        ),
         ({"logits": torch.zeros(2, 3), "mask": torch.ones(2, 3)}, "must be bool"),
         ({"logits": torch.zeros(2, 3)}, "exactly one of mask and indices"),
     ],

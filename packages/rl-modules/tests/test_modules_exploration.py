@@ -21,7 +21,9 @@ def _actions(n: int, dtype=torch.long) -> TensorDict:
 
 
 def test_epsilon_anneals_linearly_by_frames_and_stays_at_its_end():
-    explore = EGreedyModule(Categorical(4, shape=(16,)), eps_init=1.0, eps_end=0.05, annealing_num_steps=1000)
+    explore = EGreedyModule(
+        Categorical(4, shape=(16,)), eps_init=1.0, eps_end=0.05, annealing_num_steps=1000
+    )
     seen = []
     for _ in range(15):
         explore.step(100)  # one batch of 100 frames
@@ -53,7 +55,9 @@ def test_epsilon_greedy_one_hot_and_masked_random_actions():
     assert set(draws.unique().tolist()) == {1, 3}
 
 
-@pytest.mark.parametrize("kind", [ExplorationType.DETERMINISTIC, ExplorationType.MODE, ExplorationType.MEAN])
+@pytest.mark.parametrize(
+    "kind", [ExplorationType.DETERMINISTIC, ExplorationType.MODE, ExplorationType.MEAN]
+)
 def test_exploration_is_inert_unless_random(kind):
     spec = Bounded(-1.0, 1.0, shape=(2,))
     modules = [
@@ -61,8 +65,13 @@ def test_exploration_is_inert_unless_random(kind):
         AdditiveGaussianModule(spec, sigma_init=1.0),
         OrnsteinUhlenbeckProcessModule(spec),
     ]
-    inputs = [_actions(64), TensorDict(action=torch.zeros(64, 2), batch_size=[64]),
-              TensorDict(action=torch.zeros(64, 2), is_init=torch.ones(64, 1, dtype=torch.bool), batch_size=[64])]
+    inputs = [
+        _actions(64),
+        TensorDict(action=torch.zeros(64, 2), batch_size=[64]),
+        TensorDict(
+            action=torch.zeros(64, 2), is_init=torch.ones(64, 1, dtype=torch.bool), batch_size=[64]
+        ),
+    ]
     with set_exploration_type(kind):
         assert exploration_type() is kind
         for module, td in zip(modules, inputs, strict=True):
@@ -81,7 +90,9 @@ def test_additive_gaussian_noise_scale_and_projection():
     out = noise(TensorDict(action=torch.zeros(100_000, 2), batch_size=[100_000]))["action"]
     assert out.std().item() == pytest.approx(0.5, rel=0.02)
     tight = AdditiveGaussianModule(Bounded(-0.1, 0.1, shape=(2,)), sigma_init=5.0)
-    assert bool((tight(TensorDict(action=torch.zeros(64, 2), batch_size=[64]))["action"].abs() <= 0.1).all())
+    assert bool(
+        (tight(TensorDict(action=torch.zeros(64, 2), batch_size=[64]))["action"].abs() <= 0.1).all()
+    )
 
 
 def test_ou_noise_restarts_only_where_is_init():
@@ -104,5 +115,7 @@ def test_ou_noise_needs_is_init():
 
 
 def test_annealing_steps_must_be_positive():
-    with pytest.raises(ValueError, match="annealing_num_steps: expected a positive int, received 0"):
+    with pytest.raises(
+        ValueError, match="annealing_num_steps: expected a positive int, received 0"
+    ):
         EGreedyModule(Categorical(2), annealing_num_steps=0)

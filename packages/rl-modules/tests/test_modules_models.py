@@ -26,9 +26,13 @@ def test_mlp_output_shape_lazy_input_and_concatenated_inputs():
     assert net(torch.randn(5, 7)).shape == (5, 2, 3)
     q = MLP(in_features=5, out_features=1, depth=2, num_cells=16)
     assert q(torch.randn(4, 3), torch.randn(4, 2)).shape == (4, 1)
-    last = MLP(in_features=3, out_features=2, depth=0, bias_last_layer=False, activate_last_layer=True)
+    last = MLP(
+        in_features=3, out_features=2, depth=0, bias_last_layer=False, activate_last_layer=True
+    )
     assert last[0].bias is None and isinstance(last[-1], nn.Tanh)
-    with pytest.raises(ValueError, match="depth: expected len\\(num_cells\\)=2 or None, received 3"):
+    with pytest.raises(
+        ValueError, match="depth: expected len\\(num_cells\\)=2 or None, received 3"
+    ):
         MLP(in_features=3, num_cells=[4, 4], depth=3)
 
 
@@ -38,16 +42,28 @@ def test_convnet_shapes_leading_dims_and_uint8():
     out = net(x)
     assert out.shape == (2, 5, 16 * 4 * 4)  # 12 -> 10 (3x3) -> 4 (3x3, stride 2)
     torch.testing.assert_close(out, net(x.float() / 255))
-    with pytest.raises(ValueError, match="strides: expected one value per layer \\(2\\), received 3"):
+    with pytest.raises(
+        ValueError, match="strides: expected one value per layer \\(2\\), received 3"
+    ):
         ConvNet(in_features=3, num_cells=[8, 16], strides=[1, 2, 3])
 
 
 def test_nature_cnn_matches_the_paper():
     net = NatureCNN(in_channels=4, num_actions=6)
     convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
-    assert [(c.out_channels, c.kernel_size[0], c.stride[0]) for c in convs] == [(32, 8, 4), (64, 4, 2), (64, 3, 1)]
+    assert [(c.out_channels, c.kernel_size[0], c.stride[0]) for c in convs] == [
+        (32, 8, 4),
+        (64, 4, 2),
+        (64, 3, 1),
+    ]
     # 3 conv layers + 3136 -> 512 -> 6, as in Mnih et al. (2015)
-    expected = (4 * 32 * 64 + 32) + (32 * 64 * 16 + 64) + (64 * 64 * 9 + 64) + (3136 * 512 + 512) + (512 * 6 + 6)
+    expected = (
+        (4 * 32 * 64 + 32)
+        + (32 * 64 * 16 + 64)
+        + (64 * 64 * 9 + 64)
+        + (3136 * 512 + 512)
+        + (512 * 6 + 6)
+    )
     assert sum(p.numel() for p in net.parameters()) == expected
     assert net(torch.zeros(7, 4, 84, 84, dtype=torch.uint8)).shape == (7, 6)
 

@@ -37,7 +37,9 @@ def test_switch_is_inert_without_cuda_and_off_path_unchanged() -> None:
 
     assert set_nvtx_enabled(False) is False
     assert set_nvtx_enabled(True) is torch.cuda.is_available()
-    assert record("A.b") is record("C.d")  # the shared no-op range: an un-armed process pays nothing
+    assert record("A.b") is record(
+        "C.d"
+    )  # the shared no-op range: an un-armed process pays nothing
     set_nvtx_enabled(False)
     assert nvtx_enabled() is False
 

@@ -12,6 +12,10 @@ from rl_recurrent._modules import TORCHRL_ONLY
 def test_torchrl_arguments_are_refused_with_the_replacement(cls, name):
     with pytest.raises(TypeError) as info:
         cls(input_size=3, hidden_size=4, in_key="x", out_key="y", **{name: True})
-    assert str(info.value) == f"{name}: TorchRL's argument is not supported here; {TORCHRL_ONLY[name]}"
-    with pytest.raises(TypeError, match=f"{cls.__name__}: got an unexpected keyword argument 'hidden'"):
+    assert (
+        str(info.value) == f"{name}: TorchRL's argument is not supported here; {TORCHRL_ONLY[name]}"
+    )
+    with pytest.raises(
+        TypeError, match=f"{cls.__name__}: got an unexpected keyword argument 'hidden'"
+    ):
         cls(input_size=3, hidden_size=4, in_key="x", out_key="y", hidden=4)

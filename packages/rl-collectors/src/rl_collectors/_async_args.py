@@ -38,12 +38,22 @@ def check_async_args(num_envs: Any, max_bs: Any, min_bs: Any, server_timeout: An
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
     if min_bs > (max_bs or num_envs):
-        raise ValueError(f"min_batch_size: expected <= max_batch_size ({max_bs or num_envs}), got {min_bs}")
-    if isinstance(server_timeout, bool) or not isinstance(server_timeout, (int, float)) or server_timeout < 0:
-        raise ValueError(f"server_timeout: expected a number of seconds >= 0, got {server_timeout!r}")
+        raise ValueError(
+            f"min_batch_size: expected <= max_batch_size ({max_bs or num_envs}), got {min_bs}"
+        )
+    if (
+        isinstance(server_timeout, bool)
+        or not isinstance(server_timeout, (int, float))
+        or server_timeout < 0
+    ):
+        raise ValueError(
+            f"server_timeout: expected a number of seconds >= 0, got {server_timeout!r}"
+        )
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {list(BACKENDS)}, got {backend!r}")
     for name, default in _UNSUPPORTED.items():
         if name in options and options[name] != default:
-            raise ValueError(f"{name}: not supported by AsyncBatchedCollector (expected {default!r}), "
-                             f"got {options[name]!r}")
+            raise ValueError(
+                f"{name}: not supported by AsyncBatchedCollector (expected {default!r}), "
+                f"got {options[name]!r}"
+            )

@@ -55,7 +55,9 @@ class TrajIds:
         prev_done[1:] = done[:-1]
         starts = torch.where(first, self.pending[env_ids], prev_done)
         c = starts.cumsum(0)
-        seg_head = torch.cummax(torch.where(first, torch.arange(n), torch.zeros(n, dtype=torch.int64)), 0).values
+        seg_head = torch.cummax(
+            torch.where(first, torch.arange(n), torch.zeros(n, dtype=torch.int64)), 0
+        ).values
         before = (c - starts.long())[seg_head]
         ids = torch.where(c - before == 0, self.current[env_ids], self.next_id + c - 1)
         self.next_id += int(c[-1]) if n else 0
@@ -66,7 +68,11 @@ class TrajIds:
         return ids
 
     def state_dict(self) -> dict:
-        return {"next_id": self.next_id, "current": self.current.clone(), "pending": self.pending.clone()}
+        return {
+            "next_id": self.next_id,
+            "current": self.current.clone(),
+            "pending": self.pending.clone(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.next_id = int(state["next_id"])
@@ -84,11 +90,15 @@ class FrameStore:
         num_envs: number of envs (for the trajectory ids).
     """
 
-    def __init__(self, root: TensorDictBase, nxt: TensorDictBase, frames_per_batch: int, num_envs: int) -> None:
+    def __init__(
+        self, root: TensorDictBase, nxt: TensorDictBase, frames_per_batch: int, num_envs: int
+    ) -> None:
         self.frames_per_batch = frames_per_batch
         self.buffer = alloc_buffer(root, nxt, 2 * frames_per_batch, torch.device("cpu"))
         self.buffer.set(ENV_IDS, torch.zeros(2 * frames_per_batch, dtype=torch.int64))
-        self.root_keys = [k for k in leaf_keys(root) if k not in ROOT_FLAGS]  # stay False, as allocated
+        self.root_keys = [
+            k for k in leaf_keys(root) if k not in ROOT_FLAGS
+        ]  # stay False, as allocated
         self.root_dst = [self.buffer.get(k) for k in self.root_keys]
         self.next_keys = leaf_keys(nxt)
         self.next_dst = [self.buffer.get((NEXT, *k)) for k in self.next_keys]
@@ -96,14 +106,18 @@ class FrameStore:
         self.env_ids = self.buffer.get(ENV_IDS)
         self.traj = TrajIds(num_envs)
 
-    def write_root(self, pos: torch.Tensor, envs: torch.Tensor, policy_input: TensorDictBase, version: int) -> None:
+    def write_root(
+        self, pos: torch.Tensor, envs: torch.Tensor, policy_input: TensorDictBase, version: int
+    ) -> None:
         """Frames at ``pos``: the policy input/outputs ``policy_input`` (rows in the order of ``envs``)."""
         for key, dst in zip(self.root_keys, self.root_dst, strict=True):
             dst.index_copy_(0, pos, policy_input.get(key).to(dst.device))
         self.version.index_fill_(0, pos, version)
         self.env_ids.index_copy_(0, pos, envs)
 
-    def write_next(self, pos: torch.Tensor, envs: torch.Tensor, next_flat: list[torch.Tensor]) -> None:
+    def write_next(
+        self, pos: torch.Tensor, envs: torch.Tensor, next_flat: list[torch.Tensor]
+    ) -> None:
         """Frames at ``pos``: the envs' step results (``next_flat`` leaves, ``[num_envs, ...]``)."""
         for dst, src in zip(self.next_dst, next_flat, strict=True):
             dst.index_copy_(0, pos, src.index_select(0, envs))
@@ -119,7 +133,9 @@ class FrameStore:
         return batch
 
 
-def completed_trajectories(batch: TensorDictBase, tails: dict[int, TensorDictBase]) -> list[TensorDictBase]:
+def completed_trajectories(
+    batch: TensorDictBase, tails: dict[int, TensorDictBase]
+) -> list[TensorDictBase]:
     """The trajectories of ``batch`` that end in it (joined to their ``tails`` from earlier
     batches); the unfinished ones are kept in ``tails`` by trajectory id."""
     ids = batch.get(TRAJ_IDS)

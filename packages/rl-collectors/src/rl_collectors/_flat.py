@@ -53,7 +53,12 @@ class FlatLayout:
         """The layout of ``td`` (its leaves, in ``keys(True, True)`` order)."""
         keys = tuple(k if isinstance(k, tuple) else (k,) for k in td.keys(True, True))
         leaves = [td.get(k) for k in keys]
-        return cls(tuple(td.batch_size), keys, tuple(x.dtype for x in leaves), tuple(tuple(x.shape) for x in leaves))
+        return cls(
+            tuple(td.batch_size),
+            keys,
+            tuple(x.dtype for x in leaves),
+            tuple(tuple(x.shape) for x in leaves),
+        )
 
     def with_steps(self, steps: int) -> FlatLayout:
         """The same layout with the time dim (the last batch dim) of length ``steps``."""
@@ -89,9 +94,13 @@ class FlatLayout:
     def unpack(self, flat: torch.Tensor) -> TensorDict:
         """A TensorDict whose leaves are views into ``flat`` (no copy)."""
         if flat.numel() != self.nbytes:
-            raise ValueError(f"flat: expected {self.nbytes} bytes for this layout, got {flat.numel()}")
+            raise ValueError(
+                f"flat: expected {self.nbytes} bytes for this layout, got {flat.numel()}"
+            )
         leaves = {}
-        for key, dtype, shape, (offset, size) in zip(self.keys, self.dtypes, self.shapes, self._offsets(), strict=True):
+        for key, dtype, shape, (offset, size) in zip(
+            self.keys, self.dtypes, self.shapes, self._offsets(), strict=True
+        ):
             leaves[key] = flat[offset:offset + size].view(dtype).view(shape)
         td = TensorDict(batch_size=self.batch_size)
         for key, value in leaves.items():

@@ -79,9 +79,19 @@ class InferenceServer:
         policy_device: where the policy runs.
     """
 
-    def __init__(self, pool: Any, slots: tuple, forward: Any, out_keys: list[tuple], action_key: Any,
-                 store: FrameStore, max_batch_size: int, min_batch_size: int, server_timeout: float,
-                 policy_device: torch.device) -> None:
+    def __init__(
+        self,
+        pool: Any,
+        slots: tuple,
+        forward: Any,
+        out_keys: list[tuple],
+        action_key: Any,
+        store: FrameStore,
+        max_batch_size: int,
+        min_batch_size: int,
+        server_timeout: float,
+        policy_device: torch.device,
+    ) -> None:
         self.pool, self.forward, self.store = pool, forward, store
         self.num_envs = n = slots[0].batch_size[0]
         self.root = flat(slots[0], n)
@@ -110,8 +120,13 @@ class InferenceServer:
         """The preallocated policy input for ``k`` envs (built on first use of each ``k``)."""
         policy_input = self._policy_inputs.get(k)
         if policy_input is None:
-            policy_input = TensorDict({key: torch.zeros((k, *src.shape[1:]), dtype=src.dtype) for key, src in
-                              zip(self.root_keys, self.root_src, strict=True)}, batch_size=[k]).to(self.device)
+            policy_input = TensorDict(
+                {
+                    key: torch.zeros((k, *src.shape[1:]), dtype=src.dtype)
+                    for key, src in zip(self.root_keys, self.root_src, strict=True)
+                },
+                batch_size=[k],
+            ).to(self.device)
             self._policy_inputs[k] = policy_input
         return policy_input
 
@@ -196,7 +211,9 @@ class InferenceServer:
         with record("InferenceServer.forward"):
             self.forward(policy_input)
         t2 = clock()
-        self.action_dst.index_copy_(0, idx, policy_input.get(self.action_key).to(self.action_dst.device))
+        self.action_dst.index_copy_(
+            0, idx, policy_input.get(self.action_key).to(self.action_dst.device)
+        )
         start = slot * self.store.frames_per_batch + self.dispatched[slot]
         pos = torch.arange(start, start + k)
         self.store.write_root(pos, idx, policy_input, self.version)

@@ -44,7 +44,9 @@ def _pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:
     return dst, src
 
 
-def make_policy_input(env_root: TensorDictBase, extra: TensorDictBase | None = None) -> TensorDictBase:
+def make_policy_input(
+    env_root: TensorDictBase, extra: TensorDictBase | None = None
+) -> TensorDictBase:
     """The policy input: the env's root leaves (shared, not copied) plus ``extra`` leaves."""
     policy_input = TensorDict(batch_size=env_root.batch_size, device=env_root.device)
     for key in leaf_keys(env_root):

@@ -23,7 +23,15 @@ from tensordict.nn import (
 from rl_collectors._layout import leaf_keys, nested
 from rl_collectors.exceptions import CollectorError
 
-__all__ = ["BatchedRandomPolicy", "StreamSyncActor", "exploration_context", "find_outputs", "policy_forward", "prepare_policy", "resolve_interaction"]
+__all__ = [
+    "BatchedRandomPolicy",
+    "StreamSyncActor",
+    "exploration_context",
+    "find_outputs",
+    "policy_forward",
+    "prepare_policy",
+    "resolve_interaction",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +71,9 @@ def prepare_policy(policy: Any, env: Any, policy_device: torch.device | None) ->
             )
         policy = TensorDictModule(policy, in_keys=list(obs_keys), out_keys=[env.action_key])
     if not callable(policy):
-        raise TypeError(f"policy: expected a callable td -> td or None, got {type(policy).__name__}")
+        raise TypeError(
+            f"policy: expected a callable td -> td or None, got {type(policy).__name__}"
+        )
     if policy_device is not None and isinstance(policy, torch.nn.Module):
         params = list(policy.parameters())
         if params and params[0].device != policy_device:
@@ -83,7 +93,10 @@ def policy_forward(policy: Any, options: Any, policy_device: torch.device) -> An
         forward = torch.compile(forward, **kwargs)
     if options.cudagraph_policy:
         if policy_device.type != "cuda":
-            logger.info("cudagraph_policy: inert, the policy runs on %s (CUDA graphs need a CUDA device)", policy_device)
+            logger.info(
+                "cudagraph_policy: inert, the policy runs on %s (CUDA graphs need a CUDA device)",
+                policy_device,
+            )
         else:
             from tensordict.nn import CudaGraphModule
 
@@ -121,7 +134,11 @@ class StreamSyncActor:
 
 
 def find_outputs(
-    policy: Any, probe: TensorDictBase, action_keys: list[Any], kind: InteractionType, trust: bool = False
+    policy: Any,
+    probe: TensorDictBase,
+    action_keys: list[Any],
+    kind: InteractionType,
+    trust: bool = False,
 ) -> list[tuple]:
     """Call ``policy`` once on ``probe`` and return the keys it wrote (new or replaced leaves).
 

@@ -28,7 +28,9 @@ def make_profile_config(config: ProfileConfig | None, **kwargs: Any) -> ProfileC
     """``config`` as is, or a ``ProfileConfig`` built from the keyword arguments."""
     if config is not None:
         if not isinstance(config, ProfileConfig):
-            raise TypeError(f"enable_profile(config=...): expected a ProfileConfig, got {type(config).__name__}")
+            raise TypeError(
+                f"enable_profile(config=...): expected a ProfileConfig, got {type(config).__name__}"
+            )
         if any(v is not None for v in kwargs.values()):
             raise ValueError("enable_profile: pass either config=... or keyword fields, not both")
         return config
@@ -133,8 +135,13 @@ class WorkersProfilingMixin:
     def _worker_call(self, indices: Sequence[int], name: str, args: tuple) -> list[Any]:
         raise NotImplementedError
 
-    def enable_profile(self, workers: list[int] | None = [0], *, config: ProfileConfig | None = None,  # noqa: B006
-                       **fields: Any) -> None:
+    def enable_profile(
+        self,
+        workers: list[int] | None = [0],  # noqa: B006  (TorchRL's default, never mutated)
+        *,
+        config: ProfileConfig | None = None,
+        **fields: Any,
+    ) -> None:
         """Install an ``rl_profiling.ProfilerHook`` in the selected workers (by index).
 
         Takes the ``ProfileConfig`` fields as keywords (``num_rollouts``,

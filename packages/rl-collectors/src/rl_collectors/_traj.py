@@ -69,7 +69,11 @@ class TrajCounter:
         return local * self.stride + self.offset if self.stride > 1 else local
 
     def state_dict(self) -> dict:
-        return {"next_local": self.next_local, "current": self.current.clone(), "pending": self.pending.clone()}
+        return {
+            "next_local": self.next_local,
+            "current": self.current.clone(),
+            "pending": self.pending.clone(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.next_local = int(state["next_local"])
@@ -117,7 +121,9 @@ def split_trajectories(td: TensorDictBase) -> TensorDictBase:
                 [ True,  True,  True]])
     """
     if td.batch_dims < 1:
-        raise ValueError(f"split_trajectories: expected a batch with a time dim, got batch_size={td.batch_size}")
+        raise ValueError(
+            f"split_trajectories: expected a batch with a time dim, got batch_size={td.batch_size}"
+        )
     ids = _row_ids(td)
     # a run ends where the id changes along time, or at the end of a row
     flat = td.reshape(-1)

@@ -172,7 +172,9 @@ class VanillaWeightUpdater(WeightUpdaterBase):
         if self._target is None:
             raise CollectorError("update_policy_weights_: the collector's policy has no weights")
         with torch.no_grad():
-            self._target.update_(weights.to(self._target.device) if self._target.device else weights)
+            self._target.update_(
+                weights.to(self._target.device) if self._target.device else weights
+            )
 
 
 class MultiProcessedWeightUpdater(WeightUpdaterBase):
@@ -269,7 +271,9 @@ class SharedWeightsReader:
         timeout: seconds to wait for a push in progress to finish.
     """
 
-    def __init__(self, shared: TensorDictBase, sequence: torch.Tensor, timeout: float = 10.0) -> None:
+    def __init__(
+        self, shared: TensorDictBase, sequence: torch.Tensor, timeout: float = 10.0
+    ) -> None:
         self.shared, self.sequence, self.timeout = shared, sequence, timeout
         self.version = 0
 

@@ -24,7 +24,9 @@ def check_action(env: EnvBase, action: Any) -> None:
     if isinstance(action, torch.Tensor):
         spec = env._action_leaf
         if spec is None:
-            raise InvalidActionError(f"expected a TensorDict holding the action keys {env.action_keys}, received a tensor")
+            raise InvalidActionError(
+                f"expected a TensorDict holding the action keys {env.action_keys}, received a tensor"
+            )
         if action.dtype != spec.dtype or action.shape != spec.shape:
             spec.assert_is_in(action, env.action_key, InvalidActionError)
         if env.action_checks_left > 0:
@@ -32,10 +34,14 @@ def check_action(env: EnvBase, action: Any) -> None:
             spec.assert_is_in(action, env.action_key, InvalidActionError)
         return
     if not isinstance(action, TensorDictBase):
-        raise InvalidActionError(f"{env.action_key!r}: expected a torch.Tensor, received {type(action).__name__}")
+        raise InvalidActionError(
+            f"{env.action_key!r}: expected a torch.Tensor, received {type(action).__name__}"
+        )
     for key in env.action_keys:
         if key not in action.keys(True, True):
-            raise InvalidActionError(f"{key!r}: missing from the input (action keys: {env.action_keys})")
+            raise InvalidActionError(
+                f"{key!r}: missing from the input (action keys: {env.action_keys})"
+            )
         spec = env.full_action_spec[key]
         value = action.get(key)
         if env.action_checks_left > 0 or value.dtype != spec.dtype or value.shape != spec.shape:

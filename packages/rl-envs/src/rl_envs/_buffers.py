@@ -13,7 +13,16 @@ if TYPE_CHECKING:
 
 from rl_envs._keys import DONE, NEXT, RESET, TERMINATED, TRUNCATED
 
-__all__ = ["as_numpy", "batch_mask", "complete_done", "masked_assign", "merge_reset", "np_view", "set_next", "zero_buffers"]
+__all__ = [
+    "as_numpy",
+    "batch_mask",
+    "complete_done",
+    "masked_assign",
+    "merge_reset",
+    "np_view",
+    "set_next",
+    "zero_buffers",
+]
 
 
 def np_view(t: torch.Tensor) -> np.ndarray | None:
@@ -59,11 +68,17 @@ def complete_done(next_td: TensorDictBase, done_shape: torch.Size) -> TensorDict
     ``done`` as their union. Shapes are normalised to ``done_shape`` (``[*B, 1]``).
     """
     keys = next_td.keys()
-    present = {k: next_td.get(k).reshape(done_shape).bool() for k in (DONE, TERMINATED, TRUNCATED) if k in keys}
+    present = {
+        k: next_td.get(k).reshape(done_shape).bool()
+        for k in (DONE, TERMINATED, TRUNCATED)
+        if k in keys
+    }
     if not present:
         raise KeyError(f"the step output has none of the done keys {(DONE, TERMINATED, TRUNCATED)}")
     if TERMINATED not in present:
-        present[TERMINATED] = present[DONE] if DONE in present else torch.zeros_like(present[TRUNCATED])
+        present[TERMINATED] = (
+            present[DONE] if DONE in present else torch.zeros_like(present[TRUNCATED])
+        )
     if TRUNCATED not in present:
         present[TRUNCATED] = torch.zeros_like(present[TERMINATED])
     union = present[TERMINATED] | present[TRUNCATED]
@@ -89,7 +104,9 @@ def zero_buffers(env: EnvBase) -> tuple[TensorDictBase, TensorDictBase]:
     return root, nxt
 
 
-def merge_reset(tensordict: TensorDictBase, root: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
+def merge_reset(
+    tensordict: TensorDictBase, root: TensorDictBase, mask: torch.Tensor
+) -> TensorDictBase:
     """A copy of ``tensordict`` (without ``"_reset"``/``"next"``) whose root entries take
     the values of ``root`` on the sub-envs selected by ``mask`` (a partial reset's output)."""
     out = tensordict.exclude(RESET, NEXT).clone()

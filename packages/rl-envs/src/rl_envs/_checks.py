@@ -32,7 +32,9 @@ def _expected(env: EnvBase) -> tuple[Composite, Composite]:
 def _key_report(where: str, spec: Composite, td: TensorDictBase) -> list[str]:
     expected = {k for k in spec.keys(True, True)}
     got = {k for k in td.keys(True, True)}
-    return [f"{where}{k!r}: present in the data but in no spec" for k in sorted(got - expected, key=str)]
+    return [
+        f"{where}{k!r}: present in the data but in no spec" for k in sorted(got - expected, key=str)
+    ]
 
 
 def check_env_specs(env: EnvBase, steps: int = 3, *, seed: int | None = None) -> None:
@@ -70,7 +72,9 @@ def check_env_specs(env: EnvBase, steps: int = 3, *, seed: int | None = None) ->
     data = env.rollout(steps, break_when_any_done=False)
     want = torch.Size((*env.batch_size, steps))
     if data.batch_size != want:
-        problems.append(f"rollout: expected batch size {tuple(want)}, received {tuple(data.batch_size)}")
+        problems.append(
+            f"rollout: expected batch size {tuple(want)}, received {tuple(data.batch_size)}"
+        )
     else:
         problems += _check_steps(data, root_spec, next_spec, steps)
     fake = env.fake_tensordict()
@@ -79,11 +83,16 @@ def check_env_specs(env: EnvBase, steps: int = 3, *, seed: int | None = None) ->
     for k in sorted(fake_keys - data_keys, key=str):
         problems.append(f"rollout: {k!r} is in fake_tensordict() but missing from the rollout")
     if problems:
-        raise SpecError(f"check_env_specs({type(env).__name__}) found {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+        raise SpecError(
+            f"check_env_specs({type(env).__name__}) found {len(problems)} problem(s):\n  "
+            + "\n  ".join(problems)
+        )
     logger.info("check_env_specs(%s) succeeded", type(env).__name__)
 
 
-def _check_steps(data: TensorDictBase, root_spec: Composite, next_spec: Composite, steps: int) -> list[str]:
+def _check_steps(
+    data: TensorDictBase, root_spec: Composite, next_spec: Composite, steps: int
+) -> list[str]:
     problems: list[str] = []
     seen: set[str] = set()
     for t in range(steps):

@@ -62,7 +62,9 @@ class Composite:
         if isinstance(spec, Mapping) and not isinstance(spec, Composite):
             spec = Composite(spec, shape=self.shape, device=self.device)
         if not isinstance(spec, (TensorSpec, Composite)):
-            raise TypeError(f"Composite[{_unwrap(key)!r}]: expected a spec, received {type(spec).__name__}")
+            raise TypeError(
+                f"Composite[{_unwrap(key)!r}]: expected a spec, received {type(spec).__name__}"
+            )
         if spec.shape[: len(self.shape)] != self.shape:
             raise SpecError(
                 f"Composite[{_unwrap(key)!r}]: the spec's shape {tuple(spec.shape)} must start "
@@ -83,7 +85,9 @@ class Composite:
         spec: Any = self
         for i, k in enumerate(key):
             if not isinstance(spec, Composite) or k not in spec._specs:
-                raise KeyError(f"Composite has no key {_unwrap(key[: i + 1])!r}; keys: {list(self.keys(True, True))}")
+                raise KeyError(
+                    f"Composite has no key {_unwrap(key[: i + 1])!r}; keys: {list(self.keys(True, True))}"
+                )
             spec = spec._specs[k]
         return spec
 
@@ -122,7 +126,9 @@ class Composite:
                 out.extend((k, *_as_tuple(sub)) for sub in spec.keys(True, leaves_only))
         return out
 
-    def items(self, include_nested: bool = False, leaves_only: bool = False) -> list[tuple[Key, Any]]:
+    def items(
+        self, include_nested: bool = False, leaves_only: bool = False
+    ) -> list[tuple[Key, Any]]:
         return [(k, self[k]) for k in self.keys(include_nested, leaves_only)]
 
     def values(self, include_nested: bool = False, leaves_only: bool = False) -> list[Any]:
@@ -135,14 +141,19 @@ class Composite:
 
     # -- values -------------------------------------------------------------------------
     def _build(self, fn: Any, shape: ShapeLike | None) -> TensorDict:
-        data = {k: spec._build(fn, shape) if isinstance(spec, Composite) else fn(spec) for k, spec in self._specs.items()}
+        data = {
+            k: spec._build(fn, shape) if isinstance(spec, Composite) else fn(spec)
+            for k, spec in self._specs.items()
+        }
         return TensorDict(data, batch_size=(*_size(shape), *self.shape), device=self.device)
 
     def zero(self, shape: ShapeLike | None = None) -> TensorDict:
         """A zero-filled TensorDict of batch size ``(*shape, *self.shape)``."""
         return self._build(lambda s: s.zero(shape), shape)
 
-    def rand(self, shape: ShapeLike | None = None, *, generator: torch.Generator | None = None) -> TensorDict:
+    def rand(
+        self, shape: ShapeLike | None = None, *, generator: torch.Generator | None = None
+    ) -> TensorDict:
         """A random valid TensorDict."""
         return self._build(lambda s: s.rand(shape, generator=generator), shape)
 
@@ -157,7 +168,9 @@ class Composite:
             value = td.get(k)
             if isinstance(spec, Composite):
                 if not isinstance(value, TensorDictBase):
-                    out.append(f"{_unwrap(key)!r}: expected a TensorDict, received {type(value).__name__}")
+                    out.append(
+                        f"{_unwrap(key)!r}: expected a TensorDict, received {type(value).__name__}"
+                    )
                 else:
                     out.extend(spec.mismatches(value, key))
                 continue
@@ -184,17 +197,25 @@ class Composite:
     def expand(self, *shape: Any) -> Composite:
         new = _size(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if new[len(new) - len(self.shape) :] != self.shape or len(new) < len(self.shape):
-            raise SpecError(f"Composite.expand: the new shape must end with {tuple(self.shape)}, received {tuple(new)}")
+            raise SpecError(
+                f"Composite.expand: the new shape must end with {tuple(self.shape)}, received {tuple(new)}"
+            )
         lead = new[: len(new) - len(self.shape)]
         return Composite(
-            {k: s.expand((*lead, *s.shape)) for k, s in self._specs.items()}, shape=new, device=self.device
+            {k: s.expand((*lead, *s.shape)) for k, s in self._specs.items()},
+            shape=new,
+            device=self.device,
         )
 
     def to(self, device: Any) -> Composite:
-        return Composite({k: s.to(device) for k, s in self._specs.items()}, shape=self.shape, device=device)
+        return Composite(
+            {k: s.to(device) for k, s in self._specs.items()}, shape=self.shape, device=device
+        )
 
     def clone(self) -> Composite:
-        return Composite({k: s.clone() for k, s in self._specs.items()}, shape=self.shape, device=self.device)
+        return Composite(
+            {k: s.clone() for k, s in self._specs.items()}, shape=self.shape, device=self.device
+        )
 
     def empty(self) -> Composite:
         return Composite(shape=self.shape, device=self.device)
@@ -216,5 +237,7 @@ class Composite:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        inner = ",\n".join(f"    {k}: " + repr(v).replace("\n", "\n    ") for k, v in self._specs.items())
+        inner = ",\n".join(
+            f"    {k}: " + repr(v).replace("\n", "\n    ") for k, v in self._specs.items()
+        )
         return f"Composite(\n{inner},\n    shape={tuple(self.shape)})"

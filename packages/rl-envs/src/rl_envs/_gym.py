@@ -81,7 +81,9 @@ class GymWrapper(EnvBase):
                 [lambda: single], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, copy=False
             )
         if not isinstance(env, gym.vector.VectorEnv):
-            raise TypeError(f"GymWrapper: env must be a gymnasium Env or VectorEnv, received {type(env).__name__}")
+            raise TypeError(
+                f"GymWrapper: env must be a gymnasium Env or VectorEnv, received {type(env).__name__}"
+            )
         if not isinstance(frame_skip, int) or frame_skip < 1:
             raise ValueError(f"GymWrapper: frame_skip must be an int >= 1, received {frame_skip!r}")
         batch = getattr(env.unwrapped, "batch_size", env.num_envs)
@@ -91,11 +93,15 @@ class GymWrapper(EnvBase):
                 f"(batch_size == num_envs == {env.num_envs}), received batch_size={batch}"
             )
         if device is not None and torch.device(device).type != "cpu":
-            raise ValueError(f"GymWrapper: device must be 'cpu' (gymnasium returns numpy), received {device!r}")
+            raise ValueError(
+                f"GymWrapper: device must be 'cpu' (gymnasium returns numpy), received {device!r}"
+            )
         super().__init__(batch_size=(env.num_envs,), device=device)
         self._env = env
         self.frame_skip = frame_skip
-        self.autoreset_mode = gym.vector.AutoresetMode(env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP))
+        self.autoreset_mode = gym.vector.AutoresetMode(
+            env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+        )
         self._same_step = self.autoreset_mode == gym.vector.AutoresetMode.SAME_STEP
         self._partial = partial_reset_fn(env, partial_reset)
         if not self._same_step and self._partial is None:
@@ -116,7 +122,9 @@ class GymWrapper(EnvBase):
         obs = space_to_spec(self._env.single_observation_space, b)
         self._obs_is_dict = isinstance(obs, Composite)
         self.observation_spec = obs if self._obs_is_dict else Composite({OBSERVATION: obs}, shape=b)
-        act = space_to_spec(self._env.single_action_space, b, categorical_action_encoding=categorical)
+        act = space_to_spec(
+            self._env.single_action_space, b, categorical_action_encoding=categorical
+        )
         self.action_spec = Composite({ACTION: act}, shape=b) if isinstance(act, Composite) else act
         self._onehot = isinstance(act, OneHot)
         self.reward_spec = Unbounded((*b, 1), dtype=torch.float32)
@@ -146,7 +154,9 @@ class GymWrapper(EnvBase):
         root, nxt = self._root_buf, self._next_buf
         keys = self.observation_spec.keys(True, True)
         self._obs_views = [
-            (self._gym_path(k), nxt.get(k).numpy(), root.get(k).numpy()) for k in keys if k not in self._info_keys
+            (self._gym_path(k), nxt.get(k).numpy(), root.get(k).numpy())
+            for k in keys
+            if k not in self._info_keys
         ]
         self._info_views = [(k, nxt.get(k).numpy(), root.get(k).numpy()) for k in self._info_keys]
         self._rew_np = nxt.get(REWARD).numpy()[..., 0]
@@ -155,7 +165,9 @@ class GymWrapper(EnvBase):
         self._done_np = nxt.get(DONE).numpy()[..., 0]
         self._root_flags = [root.get(k).numpy() for k in (DONE, TERMINATED, TRUNCATED)]
         single = len(self._obs_views) == 1 and self._obs_views[0][0] == ()
-        self._nobs, self._robs = (self._obs_views[0][1], self._obs_views[0][2]) if single else (None, None)
+        self._nobs, self._robs = (
+            (self._obs_views[0][1], self._obs_views[0][2]) if single else (None, None)
+        )
 
     def _gym_path(self, key: Any) -> tuple:
         if not self._obs_is_dict:
@@ -167,7 +179,11 @@ class GymWrapper(EnvBase):
         if isinstance(action, torch.Tensor):
             return action.argmax(-1).numpy() if self._onehot else action.numpy()
         sub = action.get(ACTION)
-        return {k: v.numpy() for k, v in sub.items()} if isinstance(sub, TensorDictBase) else sub.numpy()
+        return (
+            {k: v.numpy() for k, v in sub.items()}
+            if isinstance(sub, TensorDictBase)
+            else sub.numpy()
+        )
 
     def _action_numpy(self, action: Any) -> Any:
         """Validate ``action`` (dtype/shape always, values on the first steps) -> numpy."""

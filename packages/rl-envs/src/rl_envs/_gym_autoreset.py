@@ -98,7 +98,12 @@ def leaf(obs: Any, path: tuple) -> Any:
 def transfer(dst: np.ndarray, src: Any) -> None:
     """``dst[...] = src``; column by column for Fortran-ordered 2-D sources (numpy's
     transposing copy is ~5x slower than 2-D column copies, e.g. numpy-vectorised CartPole)."""
-    if type(src) is np.ndarray and src.ndim == 2 and not src.flags.c_contiguous and src.shape[1] <= 16:
+    if (
+        type(src) is np.ndarray
+        and src.ndim == 2
+        and not src.flags.c_contiguous
+        and src.shape[1] <= 16
+    ):
         for j in range(src.shape[1]):
             dst[:, j] = src[:, j]
     else:

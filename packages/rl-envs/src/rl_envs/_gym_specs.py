@@ -58,10 +58,14 @@ def space_to_spec(
         low, high = np.asarray(space.low), np.asarray(space.high)
         if np.all(np.isneginf(low)) and np.all(np.isposinf(high)):
             return Unbounded(shape, device, dtype)
-        return Bounded(torch.as_tensor(low).to(dtype), torch.as_tensor(high).to(dtype), shape, device, dtype)
+        return Bounded(
+            torch.as_tensor(low).to(dtype), torch.as_tensor(high).to(dtype), shape, device, dtype
+        )
     if kind == "Discrete":
         if int(space.start) != 0:
-            raise TypeError(f"Discrete spaces with start != 0 are not supported (start={space.start})")
+            raise TypeError(
+                f"Discrete spaces with start != 0 are not supported (start={space.start})"
+            )
         n = int(space.n)
         if categorical_action_encoding:
             return Categorical(n, b, device, torch.int64)
@@ -77,10 +81,17 @@ def space_to_spec(
     if kind == "Dict":
         return Composite(
             {
-                k: space_to_spec(s, batch_size, categorical_action_encoding=categorical_action_encoding, device=device)
+                k: space_to_spec(
+                    s,
+                    batch_size,
+                    categorical_action_encoding=categorical_action_encoding,
+                    device=device,
+                )
                 for k, s in space.spaces.items()
             },
             shape=batch_size,
             device=device,
         )
-    raise TypeError(f"unsupported gymnasium space {kind} ({space!r}); supported: Box, Discrete, MultiDiscrete, MultiBinary, Dict")
+    raise TypeError(
+        f"unsupported gymnasium space {kind} ({space!r}); supported: Box, Discrete, MultiDiscrete, MultiBinary, Dict"
+    )

@@ -29,7 +29,9 @@ class RandomPolicy:
         torch.Size([4])
     """
 
-    def __init__(self, action_spec: Any, action_key: Any = ACTION, generator: torch.Generator | None = None):
+    def __init__(
+        self, action_spec: Any, action_key: Any = ACTION, generator: torch.Generator | None = None
+    ):
         self.action_spec = action_spec
         self.action_key = action_key
         self.generator = generator

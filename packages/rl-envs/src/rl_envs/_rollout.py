@@ -113,7 +113,10 @@ class _FixedCopy:
 
 
 def _fixed_copies(src: TensorDictBase, storage: TensorDictBase, prefix: tuple) -> list[_FixedCopy]:
-    return [_FixedCopy(src.get(k), _Slot(storage.get((*prefix, *_tup(k))))) for k in src.keys(True, True)]
+    return [
+        _FixedCopy(src.get(k), _Slot(storage.get((*prefix, *_tup(k)))))
+        for k in src.keys(True, True)
+    ]
 
 
 def run_rollout(
@@ -135,7 +138,9 @@ def run_rollout(
     return _policy_loop(env, steps, policy, break_when_any_done, template, tensordict)
 
 
-def _finish(storage: TensorDictBase, t_end: int, steps: int, nxt: TensorDictBase, env: EnvBase) -> tuple[TensorDictBase, torch.Tensor]:
+def _finish(
+    storage: TensorDictBase, t_end: int, steps: int, nxt: TensorDictBase, env: EnvBase
+) -> tuple[TensorDictBase, torch.Tensor]:
     """Hand out the ``[T, *B]`` storage as ``[*B, T]`` (cut to ``t_end`` steps on a break)."""
     done = nxt.get(DONE).reshape(env.batch_size).clone()
     if t_end < steps:
@@ -143,7 +148,9 @@ def _finish(storage: TensorDictBase, t_end: int, steps: int, nxt: TensorDictBase
     return time_last(storage), done
 
 
-def _bulk_actions(env: EnvBase, steps: int, storage: TensorDictBase) -> tuple[Any, torch.Tensor] | None:
+def _bulk_actions(
+    env: EnvBase, steps: int, storage: TensorDictBase
+) -> tuple[Any, torch.Tensor] | None:
     """Draw every random action of the rollout in ONE call; the draws ARE the storage.
 
     Returns ``(per_step_source, reused_tensor)``: each step copies row ``t`` into one
@@ -158,7 +165,9 @@ def _bulk_actions(env: EnvBase, steps: int, storage: TensorDictBase) -> tuple[An
     return draws.numpy(), torch.empty_like(draws[0])
 
 
-def _random_loop(env: EnvBase, steps: int, brk: bool, template: TensorDictBase) -> tuple[TensorDictBase, torch.Tensor]:
+def _random_loop(
+    env: EnvBase, steps: int, brk: bool, template: TensorDictBase
+) -> tuple[TensorDictBase, torch.Tensor]:
     root, nxt = env.buffers()
     flags = [k for k in DONE_KEYS if k in root]
     storage = alloc_time_major(template.exclude(*flags), steps)
@@ -166,16 +175,25 @@ def _random_loop(env: EnvBase, steps: int, brk: bool, template: TensorDictBase) 
         shape = (steps, *root.get(k).shape)  # cost no page touch
         storage.set(k, torch.from_numpy(np.zeros(shape, dtype=bool)).to(root.get(k).device))
     root_src, step = root.exclude(*flags), env.fast_step
-    root_pairs = [(np_view(storage.get(k)), np_view(root_src.get(k))) for k in root_src.keys(True, True)]
+    root_pairs = [
+        (np_view(storage.get(k)), np_view(root_src.get(k))) for k in root_src.keys(True, True)
+    ]
     # ``done`` is ``terminated | truncated`` (an EnvBase invariant): computed once at the end
     derive_done = all(k in nxt for k in DONE_KEYS)
     next_src = nxt.exclude(DONE) if derive_done else nxt
-    next_pairs = [(np_view(storage.get((NEXT, *_tup(k)))), np_view(next_src.get(k))) for k in next_src.keys(True, True)]
+    next_pairs = [
+        (np_view(storage.get((NEXT, *_tup(k)))), np_view(next_src.get(k)))
+        for k in next_src.keys(True, True)
+    ]
     bulk = _bulk_actions(env, steps, storage)
-    numpy_ok = bulk is not None and all(d is not None and s is not None for d, s in root_pairs + next_pairs)
+    numpy_ok = bulk is not None and all(
+        d is not None and s is not None for d, s in root_pairs + next_pairs
+    )
     if not numpy_ok:
         single = len(env.action_keys) == 1
-        rand = functools.partial((env.action_spec if single else env.full_action_spec).rand, generator=env._rng)
+        rand = functools.partial(
+            (env.action_spec if single else env.full_action_spec).rand, generator=env._rng
+        )
         return _random_loop_torch(env, steps, brk, storage, root_src, rand)
     draws, action = bulk
     act_view, done_np, t_end = action.numpy(), np_view(nxt.get(DONE)), steps
@@ -196,7 +214,12 @@ def _random_loop(env: EnvBase, steps: int, brk: bool, template: TensorDictBase) 
 
 
 def _random_loop_torch(
-    env: EnvBase, steps: int, brk: bool, storage: TensorDictBase, root_src: TensorDictBase, rand: Any
+    env: EnvBase,
+    steps: int,
+    brk: bool,
+    storage: TensorDictBase,
+    root_src: TensorDictBase,
+    rand: Any,
 ) -> tuple[TensorDictBase, torch.Tensor]:
     """The same loop with torch copies (non-CPU buffers, composite actions)."""
     _, nxt = env.buffers()
@@ -227,7 +250,12 @@ def _tup(key: Any) -> tuple:
 
 
 def _policy_loop(
-    env: EnvBase, steps: int, policy: Any, brk: bool, template: TensorDictBase, tensordict: TensorDictBase | None
+    env: EnvBase,
+    steps: int,
+    policy: Any,
+    brk: bool,
+    template: TensorDictBase,
+    tensordict: TensorDictBase | None,
 ) -> tuple[TensorDictBase, torch.Tensor]:
     root, nxt = env.buffers()
     ptd = root.copy()  # shares the root leaves: the policy reads the live buffers
@@ -246,7 +274,9 @@ def _policy_loop(
         out = policy(ptd)
         ptd = ptd if out is None else out
         if storage is None:
-            storage, root_slots, next_slots, next_copies = _policy_storage(env, ptd, template, steps)
+            storage, root_slots, next_slots, next_copies = _policy_storage(
+                env, ptd, template, steps
+            )
         with torch.no_grad():
             for key, slot in root_slots:
                 slot.write(ptd.get(key), t)
@@ -265,7 +295,9 @@ def _policy_loop(
     return _finish(storage, t_end, steps, nxt, env)
 
 
-def _policy_storage(env: EnvBase, ptd: TensorDictBase, template: TensorDictBase, steps: int) -> tuple:
+def _policy_storage(
+    env: EnvBase, ptd: TensorDictBase, template: TensorDictBase, steps: int
+) -> tuple:
     """Storage for the env keys plus whatever the policy wrote (root and ``"next"``)."""
     full = template.clone()
     nxt_env = set(template.get(NEXT).keys(True, True))

@@ -143,13 +143,21 @@ class TensorSpec:
         return f"{type(self).__name__}(shape={tuple(self.shape)}, dtype={self.dtype}{extra})"
 
 
-def _rand_float(shape: torch.Size, dtype: torch.dtype, device: torch.device, gen: Any) -> torch.Tensor:
+def _rand_float(
+    shape: torch.Size, dtype: torch.dtype, device: torch.device, gen: Any
+) -> torch.Tensor:
     return torch.randn(shape, dtype=dtype, device=device, generator=gen)
 
 
-def _rand_int(shape: torch.Size, low: Any, high: Any, dtype: torch.dtype, device: torch.device, gen: Any) -> torch.Tensor:
+def _rand_int(
+    shape: torch.Size, low: Any, high: Any, dtype: torch.dtype, device: torch.device, gen: Any
+) -> torch.Tensor:
     """Uniform integers in ``[low, high]`` (broadcastable tensors or ints)."""
-    span = torch.as_tensor(high, device=device, dtype=torch.int64) - torch.as_tensor(low, device=device, dtype=torch.int64) + 1
+    span = (
+        torch.as_tensor(high, device=device, dtype=torch.int64)
+        - torch.as_tensor(low, device=device, dtype=torch.int64)
+        + 1
+    )
     r = torch.randint(0, 2**62, shape, device=device, generator=gen)
     return (r % span + torch.as_tensor(low, device=device, dtype=torch.int64)).to(dtype)
 
@@ -168,7 +176,9 @@ class Unbounded(TensorSpec):
             return torch.randint(0, 2, full, device=self.device, generator=generator).bool()
         if self.dtype.is_floating_point:
             return _rand_float(full, self.dtype, self.device, generator)
-        return torch.randint(-100, 100, full, device=self.device, generator=generator).to(self.dtype)
+        return torch.randint(-100, 100, full, device=self.device, generator=generator).to(
+            self.dtype
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,7 +217,14 @@ class Bounded(TensorSpec):
         tensor([1., 1., 1.])
     """
 
-    def __init__(self, low: Any, high: Any, shape: ShapeLike | None = None, device: Any = None, dtype: Any = torch.float32):
+    def __init__(
+        self,
+        low: Any,
+        high: Any,
+        shape: ShapeLike | None = None,
+        device: Any = None,
+        dtype: Any = torch.float32,
+    ):
         low_t, high_t = torch.as_tensor(low), torch.as_tensor(high)
         if shape is None:
             shape = torch.broadcast_shapes(low_t.shape, high_t.shape)

@@ -13,7 +13,15 @@ import torch
 from rl_envs._specs import ShapeLike, TensorSpec, _rand_int, _size
 from rl_envs.exceptions import SpecError
 
-__all__ = ["Binary", "BinaryBox", "BoxList", "Categorical", "CategoricalBox", "MultiCategorical", "OneHot"]
+__all__ = [
+    "Binary",
+    "BinaryBox",
+    "BoxList",
+    "Categorical",
+    "CategoricalBox",
+    "MultiCategorical",
+    "OneHot",
+]
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,9 @@ class Categorical(TensorSpec):
 
     def rand(self, shape: ShapeLike | None = None, *, generator: Any = None) -> torch.Tensor:
         full = (*_size(shape), *self.shape)
-        return torch.randint(0, self.n, full, device=self.device, generator=generator, dtype=self.dtype)
+        return torch.randint(
+            0, self.n, full, device=self.device, generator=generator, dtype=self.dtype
+        )
 
     def _value_error(self, value: torch.Tensor) -> str | None:
         bad = (value < 0) | (value >= self.n)
@@ -118,7 +128,13 @@ class MultiCategorical(TensorSpec):
         torch.Size([4, 2])
     """
 
-    def __init__(self, nvec: Any, shape: ShapeLike | None = None, device: Any = None, dtype: Any = torch.int64):
+    def __init__(
+        self,
+        nvec: Any,
+        shape: ShapeLike | None = None,
+        device: Any = None,
+        dtype: Any = torch.int64,
+    ):
         nvec_t = torch.as_tensor(nvec, dtype=torch.int64)
         super().__init__(nvec_t.shape if shape is None else shape, device, dtype)
         self.nvec = nvec_t.to(self.device).expand(self.shape).clone()
@@ -129,7 +145,9 @@ class MultiCategorical(TensorSpec):
     @property
     def space(self) -> BoxList:
         """One :class:`CategoricalBox` per choice (the last dim), as TorchRL's ``spec.space``."""
-        return BoxList(tuple(CategoricalBox(int(n)) for n in self.nvec.reshape(-1, self.shape[-1])[0]))
+        return BoxList(
+            tuple(CategoricalBox(int(n)) for n in self.nvec.reshape(-1, self.shape[-1])[0])
+        )
 
     def _rebuild(self, shape: ShapeLike, device: Any = None, dtype: Any = None) -> TensorSpec:
         shape = _size(shape)
@@ -170,11 +188,15 @@ class OneHot(TensorSpec):
         [1, 1, 1, 1, 1]
     """
 
-    def __init__(self, n: int, shape: ShapeLike | None = None, device: Any = None, dtype: Any = torch.bool):
+    def __init__(
+        self, n: int, shape: ShapeLike | None = None, device: Any = None, dtype: Any = torch.bool
+    ):
         super().__init__((n,) if shape is None else shape, device, dtype)
         self.n = int(n)
         if not self.shape or self.shape[-1] != self.n:
-            raise SpecError(f"OneHot: the last dim of shape must be n={n}, received shape {tuple(self.shape)}")
+            raise SpecError(
+                f"OneHot: the last dim of shape must be n={n}, received shape {tuple(self.shape)}"
+            )
 
     @property
     def space(self) -> CategoricalBox:
@@ -210,7 +232,13 @@ class Binary(TensorSpec):
         torch.Size([2, 4])
     """
 
-    def __init__(self, n: int | None = None, shape: ShapeLike | None = None, device: Any = None, dtype: Any = torch.int8):
+    def __init__(
+        self,
+        n: int | None = None,
+        shape: ShapeLike | None = None,
+        device: Any = None,
+        dtype: Any = torch.int8,
+    ):
         if shape is None:
             if n is None:
                 raise SpecError("Binary: give n or shape")
@@ -218,7 +246,9 @@ class Binary(TensorSpec):
         super().__init__(shape, device, dtype)
         self.n = self.shape[-1] if n is None else int(n)
         if not self.shape or self.shape[-1] != self.n:
-            raise SpecError(f"Binary: the last dim of shape must be n={n}, received shape {tuple(self.shape)}")
+            raise SpecError(
+                f"Binary: the last dim of shape must be n={n}, received shape {tuple(self.shape)}"
+            )
 
     def _kwargs(self) -> dict[str, Any]:
         return {"n": self.n}
@@ -241,4 +271,8 @@ class Binary(TensorSpec):
         return None
 
     def project(self, value: torch.Tensor) -> torch.Tensor:
-        return (value > 0.5).to(value.dtype) if value.dtype.is_floating_point else (value != 0).to(value.dtype)
+        return (
+            (value > 0.5).to(value.dtype)
+            if value.dtype.is_floating_point
+            else (value != 0).to(value.dtype)
+        )

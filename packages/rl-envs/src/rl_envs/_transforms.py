@@ -68,7 +68,9 @@ class Transform:
         return spec
 
     # -- fast hooks ---------------------------------------------------------------------
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def bind(
+        self, root: TensorDictBase, next: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         return root, next
 
     def on_reset(self, mask: torch.Tensor | None) -> None:
@@ -96,7 +98,9 @@ class Transform:
             KeyError: ``state`` holds entries this transform does not save.
         """
         if state:
-            raise KeyError(f"{type(self).__name__}.load_state_dict: expected an empty state, got keys {sorted(state)}")
+            raise KeyError(
+                f"{type(self).__name__}.load_state_dict: expected an empty state, got keys {sorted(state)}"
+            )
 
     # -- helpers ------------------------------------------------------------------------
     @staticmethod
@@ -117,7 +121,11 @@ class Transform:
         if owner is None:
             return None
         before = owner.transform.transforms[: owner.transform.transforms.index(self)]
-        return TransformedEnv(owner.base_env, Compose(*before), _attach=False) if before else owner.base_env
+        return (
+            TransformedEnv(owner.base_env, Compose(*before), _attach=False)
+            if before
+            else owner.base_env
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys})"
@@ -137,7 +145,9 @@ class Compose(Transform):
         super().__init__()
         for t in transforms:
             if not isinstance(t, Transform):
-                raise TypeError(f"Compose: expected Transform instances, received {type(t).__name__}")
+                raise TypeError(
+                    f"Compose: expected Transform instances, received {type(t).__name__}"
+                )
         self.transforms = list(transforms)
 
     def __len__(self) -> int:
@@ -189,7 +199,9 @@ class Compose(Transform):
             spec = t.transform_action_spec(spec)
         return spec
 
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def bind(
+        self, root: TensorDictBase, next: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         for t in self.transforms:
             root, next = t.bind(root, next)
         return root, next
@@ -235,7 +247,9 @@ class TransformedEnv(EnvBase):
 
     def __init__(self, env: EnvBase, transform: Transform | None = None, *, _attach: bool = True):
         if not isinstance(env, EnvBase):
-            raise TypeError(f"TransformedEnv: env must be an EnvBase, received {type(env).__name__}")
+            raise TypeError(
+                f"TransformedEnv: env must be an EnvBase, received {type(env).__name__}"
+            )
         super().__init__(batch_size=env.batch_size, device=env.device)
         self.base_env = env
         if transform is None:
@@ -254,7 +268,9 @@ class TransformedEnv(EnvBase):
         if self._attach:
             for t in self.transform.transforms:
                 t._owner = self
-        self.observation_spec = self.transform.transform_observation_spec(base.observation_spec.clone())
+        self.observation_spec = self.transform.transform_observation_spec(
+            base.observation_spec.clone()
+        )
         self.full_reward_spec = self.transform.transform_reward_spec(base.full_reward_spec.clone())
         self.full_done_spec = self.transform.transform_done_spec(base.full_done_spec.clone())
         self.state_spec = self.transform.transform_state_spec(base.state_spec.clone())

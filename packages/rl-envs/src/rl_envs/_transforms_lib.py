@@ -33,7 +33,9 @@ def new_leaf(td: TensorDictBase, key: Any, spec: TensorSpec) -> tuple[TensorDict
 
 
 def _logical_not(x: Any, out: Any) -> Any:
-    return np.logical_not(x, out=out) if isinstance(x, np.ndarray) else torch.logical_not(x, out=out)
+    return (
+        np.logical_not(x, out=out) if isinstance(x, np.ndarray) else torch.logical_not(x, out=out)
+    )
 
 
 class StepCounter(Transform):
@@ -54,7 +56,9 @@ class StepCounter(Transform):
 
     def __init__(self, max_steps: int | None = None, *, step_count_key: str = STEP_COUNT):
         if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-            raise ValueError(f"StepCounter: max_steps must be a positive int or None, received {max_steps!r}")
+            raise ValueError(
+                f"StepCounter: max_steps must be a positive int or None, received {max_steps!r}"
+            )
         super().__init__([], [step_count_key])
         self.max_steps = max_steps
         self.step_count_key = step_count_key
@@ -67,7 +71,9 @@ class StepCounter(Transform):
             spec[self.step_count_key] = Bounded(0, self.max_steps, shape, spec.device, torch.int64)
         return spec
 
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def bind(
+        self, root: TensorDictBase, next: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         spec = Unbounded((*root.batch_size, 1), root.device, torch.int64)
         root, r = new_leaf(root, self.step_count_key, spec)
         next, n = new_leaf(next, self.step_count_key, spec)
@@ -86,13 +92,19 @@ class StepCounter(Transform):
         n += 1
         finished = None
         if self.max_steps is not None:
-            hit = (n >= self.max_steps) if isinstance(n, np.ndarray) else torch.ge(n, self.max_steps)
+            hit = (
+                (n >= self.max_steps) if isinstance(n, np.ndarray) else torch.ge(n, self.max_steps)
+            )
             if hit.any():
                 _logical_not(done, tmp)
                 tmp &= hit  # reached the limit and not already done: this transform ends them
                 self._trunc |= hit
                 done |= hit
-                finished = torch.as_tensor(tmp[..., 0].copy()) if isinstance(tmp, np.ndarray) else tmp[..., 0].clone()
+                finished = (
+                    torch.as_tensor(tmp[..., 0].copy())
+                    if isinstance(tmp, np.ndarray)
+                    else tmp[..., 0].clone()
+                )
         _logical_not(done, self._tmp2)
         r[...] = n
         r *= self._tmp2
@@ -119,7 +131,9 @@ class InitTracker(Transform):
         spec[self.init_key] = Categorical(2, (*spec.shape, 1), spec.device, torch.bool)
         return spec
 
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def bind(
+        self, root: TensorDictBase, next: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         spec = Categorical(2, (*root.batch_size, 1), root.device, torch.bool)
         root, r = new_leaf(root, self.init_key, spec)
         next, _ = new_leaf(next, self.init_key, spec)
@@ -149,9 +163,14 @@ class RewardSum(Transform):
         in_keys = [REWARD] if in_keys is None else list(in_keys)
         out_keys = [EPISODE_REWARD] if out_keys is None and in_keys == [REWARD] else out_keys
         if out_keys is None:
-            out_keys = [f"episode_{k}" if isinstance(k, str) else (*k[:-1], f"episode_{k[-1]}") for k in in_keys]
+            out_keys = [
+                f"episode_{k}" if isinstance(k, str) else (*k[:-1], f"episode_{k[-1]}")
+                for k in in_keys
+            ]
         if len(out_keys) != len(in_keys):
-            raise ValueError(f"RewardSum: in_keys and out_keys must have the same length, received {in_keys} and {out_keys}")
+            raise ValueError(
+                f"RewardSum: in_keys and out_keys must have the same length, received {in_keys} and {out_keys}"
+            )
         super().__init__(in_keys, out_keys)
 
     def transform_observation_spec(self, spec: Composite) -> Composite:
@@ -159,7 +178,9 @@ class RewardSum(Transform):
             spec[out] = Unbounded((*spec.shape, 1), spec.device, torch.float32)
         return spec
 
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def bind(
+        self, root: TensorDictBase, next: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         self._io = []
         for key, out in zip(self.in_keys, self.out_keys, strict=True):
             src = next.get(key)

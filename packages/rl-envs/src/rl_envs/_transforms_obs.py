@@ -40,7 +40,9 @@ class DoubleToFloat(Transform):
         torch.float32
     """
 
-    def __init__(self, in_keys: Sequence[Any] | None = None, in_keys_inv: Sequence[Any] | None = None):
+    def __init__(
+        self, in_keys: Sequence[Any] | None = None, in_keys_inv: Sequence[Any] | None = None
+    ):
         super().__init__(in_keys, in_keys)
         self._auto = in_keys is None
         self.in_keys_inv = list(in_keys_inv or [])
@@ -62,7 +64,9 @@ class DoubleToFloat(Transform):
             spec[key] = old._rebuild(old.shape, dtype=torch.float32)
         return spec
 
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def bind(
+        self, root: TensorDictBase, next: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         self._pairs = []
         for key in self.in_keys:
             spec = Unbounded(root.get(key).shape, root.device, torch.float32)
@@ -112,7 +116,12 @@ class TensorDictPrimer(Transform):
         >>> env.close()
     """
 
-    def __init__(self, primers: Composite | dict[str, TensorSpec] | None = None, default_value: float | str = 0.0, **kwargs: TensorSpec):
+    def __init__(
+        self,
+        primers: Composite | dict[str, TensorSpec] | None = None,
+        default_value: float | str = 0.0,
+        **kwargs: TensorSpec,
+    ):
         self.primers = dict(primers.items() if isinstance(primers, Composite) else (primers or {}))
         self.primers.update(kwargs)
         super().__init__([], list(self.primers))
@@ -124,7 +133,9 @@ class TensorDictPrimer(Transform):
         self._specs = {k: spec[k] for k in self.primers}
         return spec
 
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def bind(
+        self, root: TensorDictBase, next: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         self._pairs = []
         for key, spec in self._specs.items():
             root, r = new_leaf(root, key, spec)
@@ -134,7 +145,11 @@ class TensorDictPrimer(Transform):
         return root, next
 
     def _fill(self, dst: torch.Tensor, spec: TensorSpec, mask: torch.Tensor | None) -> None:
-        value = spec.rand() if self.default_value == "random" else torch.full_like(dst, float(self.default_value))
+        value = (
+            spec.rand()
+            if self.default_value == "random"
+            else torch.full_like(dst, float(self.default_value))
+        )
         if mask is None:
             dst.copy_(value)
         else:
@@ -166,7 +181,9 @@ def _check_sample_dims(reduce_dim: Any, cat_dim: Any, sample_dims: int) -> None:
             f"got {reduce_dim!r}"
         )
     if not isinstance(cat_dim, int) or cat_dim not in dims:
-        raise ValueError(f"init_stats: cat_dim: expected one of reduce_dim={reduce_dim!r}, got {cat_dim!r}")
+        raise ValueError(
+            f"init_stats: cat_dim: expected one of reduce_dim={reduce_dim!r}, got {cat_dim!r}"
+        )
 
 
 class ObservationNorm(Transform):
@@ -191,7 +208,15 @@ class ObservationNorm(Transform):
         >>> env.close()
     """
 
-    def __init__(self, loc: Any = None, scale: Any = None, in_keys: Sequence[Any] | None = None, *, standard_normal: bool = False, eps: float = 1e-6):
+    def __init__(
+        self,
+        loc: Any = None,
+        scale: Any = None,
+        in_keys: Sequence[Any] | None = None,
+        *,
+        standard_normal: bool = False,
+        eps: float = 1e-6,
+    ):
         super().__init__(in_keys or [OBSERVATION], in_keys or [OBSERVATION])
         self.standard_normal = standard_normal
         self.eps = eps
@@ -229,7 +254,9 @@ class ObservationNorm(Transform):
         """
         parent = self.parent
         if parent is None:
-            raise RuntimeError("ObservationNorm.init_stats: attach the transform to a TransformedEnv first")
+            raise RuntimeError(
+                "ObservationNorm.init_stats: attach the transform to a TransformedEnv first"
+            )
         if not isinstance(num_iter, int) or num_iter < 1:
             raise ValueError(f"init_stats: num_iter: expected a positive int, got {num_iter!r}")
         _check_sample_dims(reduce_dim, cat_dim, len(parent.batch_size) + 1)
@@ -263,7 +290,9 @@ class ObservationNorm(Transform):
         for key in self.in_keys:
             old = spec[key]
             if not old.dtype.is_floating_point:
-                raise TypeError(f"ObservationNorm: {key!r} must be floating point, received {old.dtype}")
+                raise TypeError(
+                    f"ObservationNorm: {key!r} must be floating point, received {old.dtype}"
+                )
             new: TensorSpec = Unbounded(old.shape, old.device, old.dtype)
             if isinstance(old, Bounded) and self.initialized:
                 a, b = self._affine(old.low), self._affine(old.high)
@@ -274,7 +303,9 @@ class ObservationNorm(Transform):
             spec[key] = new
         return spec
 
-    def bind(self, root: TensorDictBase, next: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+    def bind(
+        self, root: TensorDictBase, next: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
         self._pairs = []
         for key in self.in_keys:
             src_r, src_n = root.get(key), next.get(key)
@@ -284,7 +315,11 @@ class ObservationNorm(Transform):
             self._pairs += [(self._view(src_r), self._view(r)), (self._view(src_n), self._view(n))]
         if self.initialized:
             like = self._pairs[0][1] if self._pairs else None
-            to = (lambda t: t.numpy().astype(like.dtype)) if isinstance(like, np.ndarray) else (lambda t: t.to(like))
+            to = (
+                (lambda t: t.numpy().astype(like.dtype))
+                if isinstance(like, np.ndarray)
+                else (lambda t: t.to(like))
+            )
             self._loc_v, self._scale_v = to(self.loc), to(self.scale)
             if self.standard_normal:
                 self._scale_v = 1.0 / self._scale_v
@@ -292,7 +327,9 @@ class ObservationNorm(Transform):
 
     def _apply(self) -> None:
         if not self.initialized:
-            raise RuntimeError("ObservationNorm: loc/scale are not set; call init_stats() or pass them")
+            raise RuntimeError(
+                "ObservationNorm: loc/scale are not set; call init_stats() or pass them"
+            )
         for src, dst in self._pairs:
             if self.standard_normal:
                 dst[...] = src

@@ -88,7 +88,9 @@ def _importable(module: str) -> bool:
     found = _IMPORTABLE.get(key)
     if found is None:
         spec = getattr(sys.modules.get(top), "__spec__", None)
-        found = top in sys.builtin_module_names or (spec is not None and spec.origin in ("built-in", "frozen"))
+        found = top in sys.builtin_module_names or (
+            spec is not None and spec.origin in ("built-in", "frozen")
+        )
         for finder in sys.meta_path:
             if found:
                 break
@@ -173,7 +175,9 @@ def dumps(obj: Any, what: str, shared_memory: bool = False) -> bytes:
     except Exception as err:
         reasons = f"by value (cloudpickle): {type(err).__name__}: {err}"
         if reference_error is not None:
-            reasons = f"by reference: {type(reference_error).__name__}: {reference_error}; " + reasons
+            reasons = (
+                f"by reference: {type(reference_error).__name__}: {reference_error}; " + reasons
+            )
         raise pickle.PicklingError(
             f"{what}: cannot be sent to a worker process; received {_short_repr(obj)}, "
             f"which cannot be pickled ({reasons}). {_HINT}."
@@ -187,14 +191,18 @@ def loads(data: bytes, what: str = "the argument") -> Any:
         return pickle.loads(payload)
     except Exception as err:
         if how == BY_REFERENCE:
-            note = (f"while loading {what} in this worker process: it was sent by reference and this "
-                    "process could not import it again; make its module importable here (installed, "
-                    "or on sys.path before the worker starts), or define it in __main__ (a notebook "
-                    "cell, the script) so that it is sent by value")
+            note = (
+                f"while loading {what} in this worker process: it was sent by reference and this "
+                "process could not import it again; make its module importable here (installed, "
+                "or on sys.path before the worker starts), or define it in __main__ (a notebook "
+                "cell, the script) so that it is sent by value"
+            )
         else:
-            note = (f"while loading {what} in this worker process (sent by value with cloudpickle): "
-                    "a module it uses is missing here, or the worker runs another Python or package "
-                    "version than the trainer")
+            note = (
+                f"while loading {what} in this worker process (sent by value with cloudpickle): "
+                "a module it uses is missing here, or the worker runs another Python or package "
+                "version than the trainer"
+            )
         if hasattr(err, "add_note"):
             err.add_note(note)
         raise
@@ -224,7 +232,11 @@ class Portable:
         self._obj, self._data, self.what = obj, None, what
 
     def __reduce__(self) -> tuple[Any, tuple[str, bytes]]:
-        data = self._data if self._data is not None else dumps(self._obj, self.what, shared_memory=True)
+        data = (
+            self._data
+            if self._data is not None
+            else dumps(self._obj, self.what, shared_memory=True)
+        )
         return _received, (self.what, data)
 
     def load(self) -> Any:

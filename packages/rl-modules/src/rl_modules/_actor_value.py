@@ -29,7 +29,9 @@ def _chain(first: TensorDictModuleBase, head: TensorDictModuleBase) -> TensorDic
 
 def _check(name: str, module: Any) -> None:
     if not isinstance(module, TensorDictModuleBase):
-        raise TypeError(f"{name}: expected a tensordict.nn module, received {type(module).__name__}")
+        raise TypeError(
+            f"{name}: expected a tensordict.nn module, received {type(module).__name__}"
+        )
 
 
 class ActorValueOperator(TensorDictSequential):
@@ -100,7 +102,9 @@ class ActorCriticWrapper(TensorDictSequential):
         (torch.Size([3, 2]), torch.Size([3, 1]))
     """
 
-    def __init__(self, policy_operator: TensorDictModuleBase, value_operator: TensorDictModuleBase) -> None:
+    def __init__(
+        self, policy_operator: TensorDictModuleBase, value_operator: TensorDictModuleBase
+    ) -> None:
         _check("policy_operator", policy_operator)
         _check("value_operator", value_operator)
         super().__init__(policy_operator, value_operator)

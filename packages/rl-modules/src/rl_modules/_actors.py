@@ -129,7 +129,10 @@ class ValueOperator(TensorDictModule):
     """
 
     def __init__(
-        self, module: Any, in_keys: Sequence[Any] | None = None, out_keys: Sequence[Any] | None = None
+        self,
+        module: Any,
+        in_keys: Sequence[Any] | None = None,
+        out_keys: Sequence[Any] | None = None,
     ) -> None:
         in_keys = ["observation"] if in_keys is None else list(in_keys)
         if out_keys is None:
@@ -148,7 +151,10 @@ def _resolve_dist_kwargs(dist_class: Any, kwargs: dict, spec: Any) -> dict:
     one = event_spec(leaf)
     low, high = one.low, one.high
     if bool((low == low.flatten()[0]).all() and (high == high.flatten()[0]).all()):
-        low, high = float(low.flatten()[0]), float(high.flatten()[0])  # floats: no tensor op per call
+        low, high = (
+            float(low.flatten()[0]),
+            float(high.flatten()[0]),
+        )  # floats: no tensor op per call
     return {**kwargs, "low": low, "high": high}
 
 
@@ -246,7 +252,9 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
             out = super().forward(tensordict, *args, **kwargs)
         return self._guard(out) if self._guard.active else out
 
-    def _sample(self, tensordict: TensorDictBase, prob: ProbabilisticTensorDictModule) -> TensorDictBase:
+    def _sample(
+        self, tensordict: TensorDictBase, prob: ProbabilisticTensorDictModule
+    ) -> TensorDictBase:
         """What ``ProbabilisticTensorDictModule`` does under ``RANDOM`` for one sample:
         a (reparameterised where possible) draw, and its log-prob when asked."""
         for module in self.module[:-1]:

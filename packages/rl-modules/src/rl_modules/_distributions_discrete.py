@@ -73,7 +73,9 @@ class MaskedCategorical(D.Categorical):
             )
         if not bool(mask.any(-1).all()):
             rows = (~mask.any(-1)).nonzero()[:5].tolist()
-            raise ValueError(f"MaskedCategorical: every row needs an allowed action; rows {rows} have none")
+            raise ValueError(
+                f"MaskedCategorical: every row needs an allowed action; rows {rows} have none"
+            )
         self._mask = mask
         self.padding_value = padding_value
         if logits is not None:

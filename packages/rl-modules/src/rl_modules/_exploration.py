@@ -62,13 +62,21 @@ class _Annealed(TensorDictModuleBase):
     to workers with the weights)."""
 
     def __init__(
-        self, name: str, init: float, end: float, annealing_num_steps: int, spec: Any, action_key: Any
+        self,
+        name: str,
+        init: float,
+        end: float,
+        annealing_num_steps: int,
+        spec: Any,
+        action_key: Any,
     ) -> None:
         super().__init__()
         self.spec = _leaf(spec, action_key)
         self.action_key = action_key
         if annealing_num_steps <= 0:
-            raise ValueError(f"annealing_num_steps: expected a positive int, received {annealing_num_steps}")
+            raise ValueError(
+                f"annealing_num_steps: expected a positive int, received {annealing_num_steps}"
+            )
         self._scale_name = name
         self.register_buffer(f"{name}_init", torch.tensor(float(init)))
         self.register_buffer(f"{name}_end", torch.tensor(float(end)))
@@ -141,7 +149,9 @@ class EGreedyModule(_Annealed):
         if self.action_mask_key is None:
             return self._spec_on(action.device).rand(batch)
         mask = td.get(self.action_mask_key)
-        index = torch.multinomial(mask.reshape(-1, mask.shape[-1]).float(), 1).reshape(mask.shape[:-1])
+        index = torch.multinomial(mask.reshape(-1, mask.shape[-1]).float(), 1).reshape(
+            mask.shape[:-1]
+        )
         if action.shape == mask.shape:  # one-hot actions
             return torch.nn.functional.one_hot(index, mask.shape[-1]).to(action.dtype)
         return index.to(action.dtype)
@@ -154,7 +164,9 @@ class EGreedyModule(_Annealed):
         batch = action.shape[: action.ndim - len(self.spec.shape)]
         explore = torch.rand(batch, device=action.device) < self.eps
         explore = explore.reshape(*batch, *([1] * len(self.spec.shape)))
-        tensordict.set(self.action_key, torch.where(explore, self._random(action, tensordict), action))
+        tensordict.set(
+            self.action_key, torch.where(explore, self._random(action, tensordict), action)
+        )
         return tensordict
 
 
@@ -208,7 +220,9 @@ class AdditiveGaussianModule(_Annealed):
         action = tensordict.get(self.action_key)
         noise = torch.randn_like(action).mul_(self.std).add_(self.mean).mul_(self.sigma)
         out = action + noise
-        tensordict.set(self.action_key, self._spec_on(out.device).project(out) if self.safe else out)
+        tensordict.set(
+            self.action_key, self._spec_on(out.device).project(out) if self.safe else out
+        )
         return tensordict
 
 
@@ -274,10 +288,16 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
         self.noise: torch.Tensor | None = None  # [*B, *action]: not a buffer (not synced)
 
     def _restart(self, action: torch.Tensor, is_init: torch.Tensor) -> torch.Tensor:
-        if self.noise is None or self.noise.shape != action.shape or self.noise.device != action.device:
+        if (
+            self.noise is None
+            or self.noise.shape != action.shape
+            or self.noise.device != action.device
+        ):
             self.noise = torch.full_like(action, self.x0)
             return self.noise
-        rows = is_init.reshape(*is_init.shape[: action.ndim - len(self.spec.shape)], *([1] * len(self.spec.shape)))
+        rows = is_init.reshape(
+            *is_init.shape[: action.ndim - len(self.spec.shape)], *([1] * len(self.spec.shape))
+        )
         return self.noise.masked_fill_(rows, self.x0)
 
     @profiled("OrnsteinUhlenbeckProcessModule.forward")
@@ -292,7 +312,11 @@ class OrnsteinUhlenbeckProcessModule(_Annealed):
                 f"needed to restart each sub-env's noise; add InitTracker() to the env"
             )
         x = self._restart(action, is_init)
-        x.add_(self.theta * (self.mu - x) * self.dt + self.sigma * self.dt**0.5 * torch.randn_like(x))
+        x.add_(
+            self.theta * (self.mu - x) * self.dt + self.sigma * self.dt**0.5 * torch.randn_like(x)
+        )
         out = action + self.eps * x
-        tensordict.set(self.action_key, self._spec_on(out.device).project(out) if self.safe else out)
+        tensordict.set(
+            self.action_key, self._spec_on(out.device).project(out) if self.safe else out
+        )
         return tensordict

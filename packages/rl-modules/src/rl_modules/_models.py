@@ -178,11 +178,19 @@ class ConvNet(nn.Module):
         super().__init__()
         widths = _widths([32, 32, 32] if num_cells is None else num_cells, depth, 32)
         n = len(widths)
-        kernels, steps = _per_layer(kernel_sizes, n, "kernel_sizes"), _per_layer(strides, n, "strides")
+        kernels, steps = (
+            _per_layer(kernel_sizes, n, "kernel_sizes"),
+            _per_layer(strides, n, "strides"),
+        )
         pads = _per_layer(paddings, n, "paddings")
         layers: list[nn.Module] = []
         for i, (c_in, c_out) in enumerate(zip([in_features, *widths[:-1]], widths, strict=True)):
-            conv_kwargs = {"kernel_size": kernels[i], "stride": steps[i], "padding": pads[i], "device": device}
+            conv_kwargs = {
+                "kernel_size": kernels[i],
+                "stride": steps[i],
+                "padding": pads[i],
+                "device": device,
+            }
             layers.append(nn.LazyConv2d(c_out, **conv_kwargs) if c_in is None
                           else nn.Conv2d(c_in, c_out, **conv_kwargs))
             if norm_class is not None:

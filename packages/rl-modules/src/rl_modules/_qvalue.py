@@ -82,12 +82,16 @@ class QValueModule(TensorDictModuleBase):
         self.action_space = _action_space(action_space, spec)
         leaf = spec.get("action") if isinstance(spec, Composite) else spec
         if leaf is not None and not isinstance(leaf, (Categorical, OneHot)):
-            raise ValueError(f"spec: expected a Categorical or OneHot action spec, received {leaf!r}")
+            raise ValueError(
+                f"spec: expected a Categorical or OneHot action spec, received {leaf!r}"
+            )
         self.spec = None if leaf is None else event_spec(leaf)
         if out_keys is None:
             out_keys = ["action", action_value_key, "chosen_action_value"]
         self.action_value_key, self.action_mask_key = action_value_key, action_mask_key
-        self.in_keys = [action_value_key] + ([action_mask_key] if action_mask_key is not None else [])
+        self.in_keys = [action_value_key] + (
+            [action_mask_key] if action_mask_key is not None else []
+        )
         self.out_keys = list(out_keys)
         self._dtype = self.spec.dtype if self.spec is not None else torch.int64
 

@@ -119,7 +119,9 @@ def check_value(spec: Any, value: torch.Tensor, key: Any) -> None:
     ``long``, a ``OneHot`` spec may be ``bool``); floating vs discrete is an error.
     """
     if value.dtype.is_floating_point != spec.dtype.is_floating_point:
-        raise ActionSpecError(f"{key!r}: expected {spec.dtype} values for {spec!r}, received {value.dtype}")
+        raise ActionSpecError(
+            f"{key!r}: expected {spec.dtype} values for {spec!r}, received {value.dtype}"
+        )
     try:
         full = spec.expand(value.shape)
     except SpecError:

@@ -215,7 +215,9 @@ def _open_range(name: str) -> Any:
 def _load_backend() -> None:
     torch = import_torch()
     if os.environ.get(NVTX_ENV_VAR, "").strip().lower() in _TRUE:
-        set_nvtx_enabled(True)  # on the first range, so that importing rl_profiling never imports torch
+        set_nvtx_enabled(
+            True
+        )  # on the first range, so that importing rl_profiling never imports torch
     if torch is None:
         _backend["record_function"] = None
         _backend["compiling"] = None

@@ -27,8 +27,8 @@ def _check_sizes(input_size: int, hidden_size: int, num_layers: int, dropout: fl
 
 TORCHRL_ONLY = {
     "python_based": "choose the implementation with recurrent_backend= ('scan' steps the cell math in "
-                    "Python over time; 'pad' runs torch's own module over padded segments; 'triton' a "
-                    "fused kernel)",
+    "Python over time; 'pad' runs torch's own module over padded segments; 'triton' a "
+    "fused kernel)",
     "batch_first": "inputs are always batch-first ([*B, T, F])",
     "bidirectional": "policies run forward in time only",
 }
