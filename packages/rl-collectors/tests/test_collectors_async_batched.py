@@ -24,7 +24,11 @@ sys.path.remove(HERE)
 
 
 def our_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith(("rl-async-env", "rl-inference-server"))]
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith(("rl-async-env", "rl-inference-server"))
+    ]
 
 
 def check_frames(batch, episode_len: int) -> None:
@@ -56,8 +60,13 @@ def test_layout_traj_ids_contiguous_and_complete() -> None:
             assert batch.batch_size == torch.Size([40])
             check_frames(batch, 5)
             ids, envs = batch["collector", "traj_ids"], batch["collector", "env_ids"]
-            for tid, env, o, d in zip(ids.tolist(), envs.tolist(), batch["observation"][:, 0].tolist(),
-                                      batch["next", "done"][:, 0].tolist(), strict=True):
+            for tid, env, o, d in zip(
+                ids.tolist(),
+                envs.tolist(),
+                batch["observation"][:, 0].tolist(),
+                batch["next", "done"][:, 0].tolist(),
+                strict=True,
+            ):
                 assert owner.setdefault(tid, env) == env  # one id, one env
                 trajs[tid].append((o, d))
         assert batches == 5 and collector.frames == 200
@@ -72,8 +81,15 @@ def test_layout_traj_ids_contiguous_and_complete() -> None:
 @pytest.mark.timeout(120)
 def test_server_never_exceeds_max_batch_size() -> None:
     make = partial(helpers.make_sleepy, 0.001, 7)
-    with AsyncBatchedCollector(make, helpers.parity_policy(), num_envs=6, frames_per_batch=60, total_frames=240,
-                               max_batch_size=2, server_timeout=0.005) as collector:
+    with AsyncBatchedCollector(
+        make,
+        helpers.parity_policy(),
+        num_envs=6,
+        frames_per_batch=60,
+        total_frames=240,
+        max_batch_size=2,
+        server_timeout=0.005,
+    ) as collector:
         frames = sum(b.numel() for b in collector)
         stats = collector.server_stats()
         report = collector.timing_report()
@@ -85,7 +101,9 @@ def test_server_never_exceeds_max_batch_size() -> None:
 
 @pytest.mark.timeout(120)
 def test_slow_env_does_not_slow_the_rest() -> None:
-    fns = [partial(helpers.make_sleepy, 0.03, 1000)] + [partial(helpers.make_sleepy, 0.003, 1000)] * 3
+    fns = [partial(helpers.make_sleepy, 0.03, 1000)] + [
+        partial(helpers.make_sleepy, 0.003, 1000)
+    ] * 3
     with AsyncBatchedCollector(fns, helpers.parity_policy(), num_envs=4, frames_per_batch=100,
                                total_frames=400) as collector:
         counts: Counter = Counter()
@@ -101,7 +119,9 @@ def test_slow_env_does_not_slow_the_rest() -> None:
 @pytest.mark.timeout(120)
 def test_crash_of_one_env_thread_is_reported_and_everything_stops() -> None:
     fns = [partial(helpers.make_sleepy, 0.0, 5), partial(helpers.make_sleepy, 0.0, 5, fail_at=7)]
-    collector = AsyncBatchedCollector(fns, helpers.parity_policy(), num_envs=2, frames_per_batch=4, total_frames=-1)
+    collector = AsyncBatchedCollector(
+        fns, helpers.parity_policy(), num_envs=2, frames_per_batch=4, total_frames=-1
+    )
     with pytest.raises(WorkerError) as info:
         for _ in collector:
             pass
@@ -144,12 +164,18 @@ class Threshold(torch.nn.Module):
 def test_weight_update_reaches_the_server_and_tags_frames() -> None:
     policy = TensorDictModule(Threshold(-1.0), in_keys=["observation"], out_keys=["action"])
     make = partial(helpers.make_sleepy, 0.0005, 5)
-    with AsyncBatchedCollector(make, policy, num_envs=2, frames_per_batch=10, total_frames=-1) as collector:
+    with AsyncBatchedCollector(
+        make, policy, num_envs=2, frames_per_batch=10, total_frames=-1
+    ) as collector:
         it = iter(collector)
         first = next(it)
         assert (first["action"] == 0).all() and (first["collector", "policy_version"] == 0).all()
-        assert collector.update_policy_weights_(TensorDictModule(Threshold(1.0), in_keys=["observation"],
-                                                                 out_keys=["action"])) == 1
+        assert (
+            collector.update_policy_weights_(
+                TensorDictModule(Threshold(1.0), in_keys=["observation"], out_keys=["action"])
+            )
+            == 1
+        )
         for _ in range(3):
             batch = next(it)
         new = batch["collector", "policy_version"] == 1
@@ -172,8 +198,12 @@ def test_bad_arguments_are_named() -> None:
     from rl_envs import GymEnv
 
     with pytest.raises(ValueError, match="single env"):
-        AsyncBatchedCollector(lambda: GymEnv("CartPole-v1", num_envs=2), None, num_envs=2, frames_per_batch=4)
-    float_action = TensorDictModule(lambda obs: obs[..., 0], in_keys=["observation"], out_keys=["action"])
+        AsyncBatchedCollector(
+            lambda: GymEnv("CartPole-v1", num_envs=2), None, num_envs=2, frames_per_batch=4
+        )
+    float_action = TensorDictModule(
+        lambda obs: obs[..., 0], in_keys=["observation"], out_keys=["action"]
+    )
     with pytest.raises(CollectorError, match="expected the action"):
         AsyncBatchedCollector(make, float_action, num_envs=2, frames_per_batch=4)
     assert our_threads() == []
@@ -184,8 +214,14 @@ def test_multiprocessing_backend_layout_and_killed_worker(monkeypatch) -> None:
     monkeypatch.syspath_prepend(HERE)  # spawned workers import async_batched_helpers by name
     before = children()
     make = partial(helpers.make_sleepy, 0.0005, 5)
-    collector = AsyncBatchedCollector(make, helpers.parity_policy(), num_envs=2, frames_per_batch=20,
-                                      total_frames=-1, backend="multiprocessing")
+    collector = AsyncBatchedCollector(
+        make,
+        helpers.parity_policy(),
+        num_envs=2,
+        frames_per_batch=20,
+        total_frames=-1,
+        backend="multiprocessing",
+    )
     pids = [p.pid for p in collector._state["pool"].processes]
     it = iter(collector)
     for _ in range(2):
@@ -207,7 +243,9 @@ def test_enable_profile_traces_the_server_thread(tmp_path) -> None:
     make = partial(helpers.make_sleepy, 0.0, 5)
     with AsyncBatchedCollector(make, helpers.parity_policy(), num_envs=2, frames_per_batch=8,
                                total_frames=32) as collector:
-        collector.enable_profile(num_rollouts=3, warmup_rollouts=1, save_path=str(tmp_path / "server.json"))
+        collector.enable_profile(
+            num_rollouts=3, warmup_rollouts=1, save_path=str(tmp_path / "server.json")
+        )
         assert sum(b.numel() for b in collector) == 32
         written = collector.disable_profile()
     assert written is not None and Path(written).is_file()

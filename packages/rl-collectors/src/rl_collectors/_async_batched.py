@@ -134,13 +134,24 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
         **options: Any,
     ) -> None:
         check_async_args(num_envs, max_batch_size, min_batch_size, server_timeout, backend, options)
-        fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn] * num_envs
+        fns = (
+            list(create_env_fn)
+            if isinstance(create_env_fn, (list, tuple))
+            else [create_env_fn] * num_envs
+        )
         if len(fns) != num_envs:
-            raise ValueError(f"create_env_fn: expected one callable or a list of num_envs={num_envs}, got {len(fns)}")
+            raise ValueError(
+                f"create_env_fn: expected one callable or a list of num_envs={num_envs}, "
+                f"got {len(fns)}"
+            )
         self.options = opts = CollectorOptions(**options)
         opts.check_frames(frames_per_batch, total_frames, 1)
         self.num_envs, self.backend = num_envs, backend
-        self.frames_per_batch, self.total_frames, self.timeout = frames_per_batch, total_frames, timeout
+        self.frames_per_batch, self.total_frames, self.timeout = (
+            frames_per_batch,
+            total_frames,
+            timeout,
+        )
         self.max_batch_size = max_batch_size or num_envs
         self.yield_completed_trajectories = bool(yield_completed_trajectories)
         self.policy_device = torch.device(opts.policy_device or "cpu")
@@ -158,7 +169,9 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
             raise
 
     # -- construction ------------------------------------------------------------------------
-    def _setup(self, fns: list, policy: Any, min_bs: int, server_timeout: float, filter_warnings: bool) -> None:
+    def _setup(
+        self, fns: list, policy: Any, min_bs: int, server_timeout: float, filter_warnings: bool
+    ) -> None:
         envs = self._make_envs(fns) if self.backend == "threading" else None
         template = envs[0] if envs else make_env(fns[0])
         try:
@@ -182,8 +195,18 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
         forward = policy_forward(self.policy, self.options, self.policy_device)
         root, nxt = self._frame_templates(slots)
         store = FrameStore(root, nxt, self.frames_per_batch, self.num_envs)
-        self._server = InferenceServer(pool, slots, self._locked(forward), self.out_keys, self.action_key, store,
-                                       self.max_batch_size, min_bs, float(server_timeout), self.policy_device)
+        self._server = InferenceServer(
+            pool,
+            slots,
+            self._locked(forward),
+            self.out_keys,
+            self.action_key,
+            store,
+            self.max_batch_size,
+            min_bs,
+            float(server_timeout),
+            self.policy_device,
+        )
         self._queue: queue.Queue = queue.Queue(maxsize=1)
         pool.start(self.timeout)
         thread = threading.Thread(target=self._server_main, name="rl-inference-server", daemon=True)
@@ -205,7 +228,9 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
 
     def _make_slots(self, env: FastPathEnv) -> tuple[TensorDictBase, TensorDictBase, torch.Tensor]:
         if len(env.action_keys) != 1:
-            raise ValueError(f"create_env_fn: expected an env with one action key, got {env.action_keys}")
+            raise ValueError(
+                f"create_env_fn: expected an env with one action key, got {env.action_keys}"
+            )
         root, nxt = env.buffers()
         n = self.num_envs
 
@@ -225,13 +250,19 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
             prepared = prepare_policy(policy, env, self.policy_device)
         probe = flat(slots[0], self.num_envs)[:1].clone().to(self.policy_device)
         opts = self.options
-        self.out_keys = find_outputs(prepared, probe, [self.action_key], opts.interaction, opts.trust_policy)
+        self.out_keys = find_outputs(
+            prepared, probe, [self.action_key], opts.interaction, opts.trust_policy
+        )
         if any(k[0] == NEXT for k in self.out_keys):
-            raise CollectorError(f"policy: writes keys under 'next' {self.out_keys} (recurrent state), not supported here")
+            raise CollectorError(
+                f"policy: writes keys under 'next' {self.out_keys} (recurrent state), "
+                "not supported here"
+            )
         out = probe.get(nested(self.action_key))
         if out.dtype != action.dtype or tuple(out.shape[1:]) != tuple(act_shape):
             raise CollectorError(
-                f"policy: expected the action {self.action_key!r} as {action.dtype} of shape [k, *{tuple(act_shape)}] "
+                f"policy: expected the action {self.action_key!r} as {action.dtype} "
+                f"of shape [k, *{tuple(act_shape)}] "
                 f"for k envs, got {out.dtype} of shape {tuple(out.shape)}"
             )
         self._probe = probe.select(*self.out_keys).to("cpu")
@@ -297,9 +328,13 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
                 try:
                     return self._queue.get_nowait()
                 except queue.Empty:
-                    return CollectorError("AsyncBatchedCollector: the inference server thread stopped")
+                    return CollectorError(
+                        "AsyncBatchedCollector: the inference server thread stopped"
+                    )
             if waited >= self.timeout:
-                return WorkerError(-1, f"no batch within timeout={self.timeout} s (an env worker hung?)")
+                return WorkerError(
+                    -1, f"no batch within timeout={self.timeout} s (an env worker hung?)"
+                )
 
     # -- iteration ---------------------------------------------------------------------------
     def _items(self) -> Iterator[TensorDictBase]:
@@ -356,11 +391,16 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
     def server_stats(self) -> dict[str, float]:
         """``forwards``, ``mean_batch_size``, ``max_batch_size`` and ``mean_queue_wait_s``."""
         s = self._server.stats
-        return {"forwards": s.forwards, "mean_batch_size": s.mean_batch, "max_batch_size": s.max_batch,
-                "mean_queue_wait_s": s.wait_s / s.requests if s.requests else 0.0}
+        return {
+            "forwards": s.forwards,
+            "mean_batch_size": s.mean_batch,
+            "max_batch_size": s.max_batch,
+            "mean_queue_wait_s": s.wait_s / s.requests if s.requests else 0.0,
+        }
 
     def timing_report(self) -> str:
-        """The server's ``Timing`` tree (rollout: wait, policy, storage) and its batch statistics."""
+        """The server's ``Timing`` tree (rollout: wait, policy, storage) and its batch
+        statistics."""
         return self._server.timing.report() + "\n" + self._server.stats.report()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -378,5 +418,6 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
     def __repr__(self) -> str:
         return (
             f"AsyncBatchedCollector(num_envs={self.num_envs}, backend={self.backend!r}, "
-            f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames}, frames={self.frames})"
+            f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames}, "
+            f"frames={self.frames})"
         )
