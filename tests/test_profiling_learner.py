@@ -1,6 +1,9 @@
 """The profiler on whole training runs: each example's verdict agrees with its run report,
 and the traces of a multi-process collector name the slow worker.
 
+The per-example test is also the examples' smoke test (``test_examples_smoke.py``'s
+checks run on the same process's output), so each example starts once per session.
+
 Each example runs briefly as a user would profile it (``RL_PROFILING=1``, ``--profile``,
 a fresh process); its run report (``RunReport``, printed at the end) and
 ``rl-profile summary`` of its trace must tell the same story: the phase the verdict names
@@ -42,20 +45,6 @@ PHASES_OF = {
     "storage": ("replay",), "replay": ("replay",), "advantage": ("advantage",),
     "loss": ("loss",), "backward": ("backward",), "optimiser": ("optimiser",),
 }
-# at least 5 iterations (the trace records iterations 3 to 5), learning from the first
-# batches on so that the traced iterations learn as the rest of the run does
-PROFILE_ARGS = {
-    "ppo_cartpole.py": ["--steps-per-env", "8"],
-    "ppo_mujoco.py": ["--steps-per-env", "128", "--num-minibatches", "4", "--epochs", "2"],
-    "ppo_lstm_masked_cartpole.py": ["--num-envs", "4", "--steps-per-env", "32", "--epochs", "1",
-                                    "--num-minibatches", "2"],
-    "ppo_atari.py": ["--total-frames", "2048", "--num-envs", "1", "--steps-per-env", "64",
-                     "--num-minibatches", "2", "--epochs", "1"],
-    "dqn_prioritized.py": ["--learning-starts", "128", "--updates-per-batch", "2"],
-    "sac_pendulum.py": ["--num-envs", "4", "--steps-per-env", "8", "--learning-starts", "32",
-                        "--updates-per-frame", "0.05"],
-    "sac_mujoco.py": ["--learning-starts", "16", "--updates-per-frame", "0.05", "--hidden", "64"],
-}
 ROW = re.compile(r"^  (?P<key>\w+)\s+(?P<seconds>[\d.e+-]+) s\s+(?P<share>[\d.]+)%  x\d+$")
 
 
@@ -78,15 +67,15 @@ def report_shares(stdout: str) -> dict[str, float]:
 def test_the_verdict_matches_the_run_report(script: Path, tmp_path: Path, no_leaks) -> None:
     trace = tmp_path / "traces" / "ppo_cartpole.json"
     profile = ["--profile"] if script.name == "ppo_cartpole.py" else ["--profile", str(trace)]
-    args = PROFILE_ARGS.get(script.name, EXTRA_ARGS.get(script.name, []))
+    args = EXTRA_ARGS[script.name]
     proc = subprocess.run(
         [sys.executable, str(script), "--total-frames", str(TOTAL_FRAMES), "--seed", "1",
-         "--device", "cpu", *args, *profile],
+         "--device", "cpu", "--logdir", str(tmp_path / "tb"), *args, *profile],
         cwd=tmp_path, env={**os.environ, "RL_PROFILING": "1"},
         capture_output=True, text=True, timeout=400, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["frames"] > 0
+    _smoke.check_result(proc.stdout, tmp_path / "tb", script.name)  # the smoke test's checks
     shares = report_shares(proc.stdout)
     summary = summarize_trace(trace)
     verdict = summary.verdict()
