@@ -12,7 +12,6 @@ import json
 import math
 from pathlib import Path
 
-
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
 TOTAL_FRAMES = 1024
 # per-example options that keep the tiny run short but still exercise every stage:

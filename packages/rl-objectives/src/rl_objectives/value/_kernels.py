@@ -11,8 +11,9 @@ miss the caches. Measured on ``[256, 1000]`` float32 with fresh inputs: see
 
 The kernels see every tensor as ``[O, T]`` (``O`` = the dims before time; the usual
 rollout leaf, time contiguous) or, when dims follow time, ``[O, T, I]``; they loop ``o``,
-then ``t`` backwards (then ``i``), keeping one running value per row. They compute in float64 (``gamma`` and ``lmbda`` arrive as Python floats) and
-store in the output dtype, so they agree with the reference loops to float32 rounding.
+then ``t`` backwards (then ``i``), keeping one running value per row. They compute in
+float64 (``gamma`` and ``lmbda`` arrive as Python floats) and store in the output dtype,
+so they agree with the reference loops to float32 rounding.
 
 numba is imported on the first call (a few hundred milliseconds) and the kernels are
 compiled with ``cache=True`` (about a second each, once per machine); where numba cannot
