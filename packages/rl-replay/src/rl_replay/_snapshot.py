@@ -7,10 +7,10 @@ to the base's file, so a checkpoint costs what changed, not the buffer's size. F
 never written after their snapshot is complete, so a link shares data that never moves.
 
 :class:`WriteTracker` (one per storage, updated by each write: one ``index_fill_``) knows
-which chunks changed since which snapshot: a snapshot gets an id and the write
-generation it was taken at; chunk ``c`` is unchanged since snapshot ``s`` when this
-tracker saved or loaded ``s`` and no write touched ``c`` since. A storage loaded from a
-snapshot knows only that one, so an older snapshot is never linked by mistake.
+which chunks changed since the last snapshot it took or loaded: a snapshot gets an id,
+and a chunk is linked from the base snapshot only when the tracker knows that id and no
+write touched the chunk since. A storage loaded from a snapshot knows only that one, so
+an older snapshot is never linked by mistake.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ _ID = "ID"
 
 
 class WriteTracker:
-    """Which chunks of ``rows_per_chunk`` rows were written since each known snapshot.
+    """Which chunks of ``rows_per_chunk`` rows were written since the last snapshot.
 
-    ``chunk_gen`` lives on ``device`` (the data's), so marking a write never syncs.
+    One byte a chunk (``dirty``, on ``device``: the data's, so marking a write never
+    syncs), cleared when a snapshot is taken or loaded: only that snapshot is ever a base.
     """
 
     def __init__(
@@ -43,32 +44,34 @@ class WriteTracker:
     ) -> None:
         self.rows_per_chunk = rows_per_chunk
         self.chunks = math.ceil(capacity / rows_per_chunk)
-        self.gen = 1
-        self.chunk_gen = torch.zeros(self.chunks, dtype=torch.int32, device=device)
-        self.known: dict[str, int] = {}  # snapshot id -> generation it was taken at
+        self.dirty = torch.zeros(self.chunks, dtype=torch.uint8, device=device)
+        self.known: str | None = None  # the snapshot the clean chunks equal
 
     def mark(self, flat_index: torch.Tensor) -> None:
         """Rows ``flat_index`` were written (one vectorised op, no host sync)."""
-        chunk = flat_index.reshape(-1).to(self.chunk_gen.device)
+        chunk = flat_index.reshape(-1).to(self.dirty.device)
         if self.rows_per_chunk > 1:
             chunk = torch.div(chunk, self.rows_per_chunk, rounding_mode="floor")
-        self.chunk_gen.index_fill_(0, chunk, self.gen)
+        self.dirty.index_fill_(0, chunk, 1)
+
+    def knows(self, snapshot_id: str | None) -> bool:
+        """Whether the clean chunks are as in snapshot ``snapshot_id``."""
+        return snapshot_id is not None and snapshot_id == self.known
 
     def unchanged(self, snapshot_id: str | None) -> torch.Tensor:
         """Bool ``[chunks]``: the chunk is as in snapshot ``snapshot_id``."""
-        gen = self.known.get(snapshot_id) if snapshot_id is not None else None
-        if gen is None:
+        if not self.knows(snapshot_id):
             return torch.zeros(self.chunks, dtype=torch.bool)
-        return (self.chunk_gen < gen).cpu()
+        return (self.dirty == 0).cpu()
 
     def taken(self, snapshot_id: str) -> None:
         """A snapshot of the current rows was taken (or loaded) under ``snapshot_id``."""
-        self.gen += 1  # rows written from now on are newer than the snapshot
-        self.known = {snapshot_id: self.gen}  # older ones are never a base again
+        self.dirty.zero_()  # rows written from now on differ from it
+        self.known = snapshot_id  # older snapshots are never a base again
 
     def forget(self) -> None:
         """Every row changed (e.g. all cleared): no snapshot is a base any more."""
-        self.known = {}
+        self.known = None
 
 
 def _raw_rows(flat: torch.Tensor) -> torch.Tensor:

@@ -102,14 +102,14 @@ class NumbaPriorityTree(PriorityTree):
         )  # fmt: skip
         return int(status), float(high)
 
-    _NO_MARKS = np.zeros(0, dtype=np.int32)
+    _NO_MARKS = np.zeros(0, dtype=np.uint8)
 
     def _marks(self) -> tuple[np.ndarray, int]:
-        """The tracker's generations (marked inside the kernels) and the current one."""
+        """The tracker's dirty flags (set inside the kernels) and the value to set."""
         tracker = self.tracker
         if tracker is None:
-            return self._NO_MARKS, 0
-        return tracker.chunk_gen.numpy(), tracker.gen
+            return self._NO_MARKS, 1
+        return tracker.dirty.numpy(), 1
 
     def sample(self, u: torch.Tensor) -> torch.Tensor:
         """Leaves for uniform draws ``u`` in ``[0, 1)``: leaf ``i`` w.p. ``p_i / sum(p)``."""

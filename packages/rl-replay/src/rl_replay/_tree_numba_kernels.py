@@ -179,7 +179,7 @@ def _update(sums, mins, offsets, depth, fanout, index, value, marks, gen):  # no
     """``leaves[index] = value`` (already checked), then refresh the ancestors.
 
     ``marks[index] = gen`` too when ``marks`` is not empty (the leaves a checkpoint must
-    write again: :class:`~rl_replay._snapshot.WriteTracker`'s generations).
+    write again: :class:`~rl_replay._snapshot.WriteTracker`'s dirty flags).
     """
     track = marks.shape[0] > 0
     for i in range(index.shape[0]):

@@ -61,7 +61,7 @@ def _delta(tracker: WriteTracker | None, meta: dict | None, capacity: int) -> to
     new base is due (no known base, or the deltas would grow too large)."""
     if tracker is None or meta is None or meta["capacity"] != capacity:
         return None
-    if tracker.known.get(meta["id"]) is None:  # not a snapshot this tree saved or loaded
+    if not tracker.knows(meta["id"]):  # not the snapshot this tree last saved or loaded
         return None
     changed = (~tracker.unchanged(meta["id"])).nonzero().squeeze(1)
     if sum(meta["deltas"]) + len(changed) > COMPACT_FRACTION * capacity:
