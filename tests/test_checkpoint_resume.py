@@ -43,6 +43,10 @@ EXAMPLES = {
                       "--updates-per-frame", "0.05", "--buffer-size", "4096", "--hidden", "64"],
 }  # fmt: skip
 TOTAL = 1024
+# a third launch of a finished run, for one example of each loop (on-policy with one
+# collector, off-policy with several workers and replay, off-policy with one): each launch
+# costs the imports of torch, gymnasium and the packages (~20 s on the CI machine)
+RESUME_FINISHED = {"ppo_cartpole.py", "dqn_prioritized.py", "sac_pendulum.py"}
 EVERY = 128  # frames between checkpoints: one every batch or so
 
 
@@ -98,8 +102,9 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_the_budget_once(script,
     # the resumed run collects exactly what the checkpoint had not: no frame twice, none lost
     assert result["resumed_from_frames"] == saved
     assert result["frames"] == TOTAL and _saved_frames(ckpt) == TOTAL
-    again = _finish(_start(script, ckpt, "--resume"))  # a finished run has nothing left to do
-    assert again["frames"] == TOTAL and again["resumed_from_frames"] == TOTAL
+    if script in RESUME_FINISHED:  # a finished run has nothing left to do
+        again = _finish(_start(script, ckpt, "--resume"))
+        assert again["frames"] == TOTAL and again["resumed_from_frames"] == TOTAL
 
 
 @pytest.mark.timeout(600)
