@@ -11,8 +11,9 @@ the collector, RNGs) every ``--checkpoint-every`` frames, at the end, and on SIG
 buffer's rows are saved in chunks: a checkpoint rewrites only the chunks written since
 the previous one (see docs/checkpointing.md).
 
-Status: most seeds reach the target; not every run holds it. Since the agent is built
-from rl-modules (``QValueActor`` + ``EGreedyModule``; the same network, the same
+Status: most seeds reach the target; not every run holds it. The current code's
+recording (3 seeds) is on docs/results.md; what follows is the history. Since the agent
+is built from rl-modules (``QValueActor`` + ``EGreedyModule``; the same network, the same
 epsilon schedule), one recording (docs/results.md, 3 seeds, 2026-11-25 02:49-03:00, on
 a machine loaded by other jobs, load 4.5) crossed 400 on seeds 0 and 2 (at 241k and
 193k frames) and ended at 500, 117 and 331: seed 1 never reached it, seed 2 fell back.
