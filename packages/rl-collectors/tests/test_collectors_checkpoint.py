@@ -191,7 +191,7 @@ _WRITER = textwrap.dedent(
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("delay", [0.0, 0.05, 0.13, 0.31])
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.31, 1.0])  # 1.0: the buffer has wrapped
 def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path, delay):
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
@@ -209,9 +209,13 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path,
 
     rb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyMemmapStorage(400_000), batch_size=4)
     step = load_checkpoint(tmp_path, policy=torch.nn.Linear(64, 64), buffer=rb)["step"]
-    assert len(rb) == 50_000 * (step + 1)
+    # 8 slots of 50,000 rows written round robin: a fast machine wraps the buffer before
+    # the kill, and slot j then holds the last step k <= step with k = j (mod 8)
+    slots = min(step + 1, 8)
+    assert len(rb) == 50_000 * slots
+    expected = [max(k for k in range(step + 1) if k % 8 == j) for j in range(slots)]
     obs = rb[:]["obs"][:, 0]
-    assert torch.equal(obs, torch.arange(step + 1).repeat_interleave(50_000).float())
+    assert torch.equal(obs, torch.tensor(expected).repeat_interleave(50_000).float())
     rb.storage.cleanup()
 
 
