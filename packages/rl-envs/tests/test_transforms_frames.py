@@ -23,6 +23,7 @@ from rl_envs import (
     check_env_specs,
 )
 
+from ._image_refs import exact_bilinear, exact_luma
 from ._pixels import PixelEnv, ones_policy
 
 
@@ -159,6 +160,28 @@ def test_atari_like_pipeline_specs_and_dtype():
     for t in range(5):  # a sub-env that goes on: its next stack shifts by one frame
         go_on = ~done[:, t]
         assert torch.equal(stack[go_on, t + 1, :3], stack[go_on, t, 1:])
+
+
+def test_atari_pipeline_matches_exact_references_across_mid_batch_resets():
+    # the raw RGB frames kept under "observation": each stacked frame is the exact
+    # luma, then the exact bilinear resize, of the frame the env showed at that step
+    t = Compose(
+        ToTensorImage(dtype=torch.uint8, out_keys=["pixels"]),
+        GrayScale(in_keys=["pixels"]),
+        Resize(7, 5, in_keys=["pixels"]),
+        CatFrames(4, in_keys=["pixels"], out_keys=["stack"]),
+    )
+    env = TransformedEnv(PixelEnv(4, (23, 17, 3), limit=2), t)
+    env.set_seed(0)
+    data = env.rollout(9, policy=ones_policy(4), break_when_any_done=False)
+    done = data["next", "done"][..., 0]
+    assert (done.any(0) & ~done.all(0)).any()  # some sub-envs reset while others go on
+    for prefix in ((), ("next",)):
+        raw = data[(*prefix, "observation")].numpy()
+        small = exact_bilinear(exact_luma(np.moveaxis(raw, -1, -3)), 7, 5)
+        np.testing.assert_array_equal(data[(*prefix, "pixels")].numpy(), small)
+        data.set((*prefix, "ref"), torch.from_numpy(small))
+    check_against_ref(data, [("ref", "stack")], 4, -3)
 
 
 def test_catframes_bad_input():

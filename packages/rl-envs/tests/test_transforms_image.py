@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rl_envs import (
@@ -17,6 +18,7 @@ from rl_envs import (
     check_env_specs,
 )
 
+from ._image_refs import exact_bilinear, exact_luma
 from ._pixels import PixelEnv, ones_policy
 
 SETTINGS = settings(max_examples=15, deadline=None)
@@ -134,8 +136,9 @@ def test_resize_bilinear_matches_numpy(n, h, w, oh, ow, uint8):
     data = rollout(env, 5)
     for img, out in zip(both(data, "observation"), both(data, "small"), strict=True):
         ref = ref_bilinear(img, oh, ow)
-        if uint8:  # interpolated in float32, then rounded: at most half a level away
-            assert np.abs(out.astype(np.float64) - ref).max() <= 0.5 + 1e-3
+        if uint8:  # the exact value rounded half to even: at most half a level away
+            np.testing.assert_array_equal(out, exact_bilinear(img, oh, ow))
+            assert np.abs(out.astype(np.float64) - ref).max() <= 0.5 + 1e-9
         else:
             np.testing.assert_allclose(out, ref, atol=1e-5)
 
@@ -162,6 +165,21 @@ def test_resize_names_follow_torchrl_and_other_modes():
         check_env_specs(env, steps=4)
 
 
+@pytest.mark.parametrize("mode", ["area", "nearest", "bilinear-antialias"])
+def test_resize_other_uint8_modes_round_float32_interpolation(mode):
+    # only bilinear without antialiasing has the exact integer path; the rest: float32, rounded
+    antialias = mode == "bilinear-antialias"
+    t = Resize(4, 3, mode.split("-")[0], out_keys=["small"], antialias=antialias)
+    chain = Compose(ToTensorImage(dtype=torch.uint8), t)
+    env = TransformedEnv(PixelEnv(3, (11, 9, 3), limit=2), chain)
+    data = rollout(env, 4)
+    for img, out in zip(both(data, "observation"), both(data, "small"), strict=True):
+        x = torch.from_numpy(img).flatten(0, 1).float()
+        y = F.interpolate(x, size=(4, 3), mode=t.interpolation, antialias=antialias)
+        ref = y.round().clamp(0, 255).to(torch.uint8).reshape(out.shape)
+        np.testing.assert_array_equal(out, ref.numpy())
+
+
 # -- GrayScale --------------------------------------------------------------------------
 @SETTINGS
 @given(n=st.integers(1, 4), h=st.integers(1, 7), w=st.integers(1, 7), uint8=st.booleans())
@@ -175,7 +193,8 @@ def test_grayscale_matches_numpy(n, h, w, uint8):
     for img, out in zip(both(data, "observation"), both(data, "gray"), strict=True):
         ref = ref_gray(img)
         if uint8:
-            assert out.dtype == np.uint8 and np.abs(out - ref).max() <= 0.5 + 1e-3
+            assert out.dtype == np.uint8 and np.abs(out - ref).max() <= 0.5 + 1e-9
+            np.testing.assert_array_equal(out, exact_luma(img))
         else:
             np.testing.assert_allclose(out, ref, atol=1e-6)
 
@@ -190,8 +209,8 @@ def test_pixel_pipeline_specs_and_partial_reset():
     before = td["observation"].clone()
     out = env.reset(td.set("_reset", torch.tensor([False, True, False])))
     raw = env.base_env.buffers()[0]["observation"].numpy()  # the base env's root frames
-    ref = np.round(ref_bilinear(np.rint(ref_gray(np.moveaxis(raw, -1, -3))), 4, 3))
-    assert np.abs(out["observation"].numpy().astype(np.float64) - ref).max() <= 1.0
+    ref = exact_bilinear(exact_luma(np.moveaxis(raw, -1, -3)), 4, 3)
+    np.testing.assert_array_equal(out["observation"].numpy(), ref)
     assert torch.equal(out["observation"][[0, 2]], before[[0, 2]])
     assert not torch.equal(out["observation"][1], before[1])
 

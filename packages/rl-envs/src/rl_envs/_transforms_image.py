@@ -1,9 +1,12 @@
 """Pixel transforms: ToTensorImage, Resize and GrayScale (TorchRL names and meaning).
 
-Each runs on the whole batch at once (one torch op over ``[*B, ...]``, no loop over
-sub-envs) and checks the layout and dtype of its input when the ``TransformedEnv`` is
-built: a wrong one raises :class:`~rl_envs.exceptions.SpecError` naming the key, the
-expected and the received shape or dtype.
+Each runs on the whole batch at once (one torch op or one compiled call over
+``[*B, ...]``, no loop over sub-envs in Python) and checks the layout and dtype of its
+input when the ``TransformedEnv`` is built: a wrong one raises
+:class:`~rl_envs.exceptions.SpecError` naming the key, the expected and the received
+shape or dtype. On uint8 images, ``GrayScale`` and the bilinear ``Resize`` compute the
+exact result rounded half to even (:mod:`rl_envs._image_kernels`: numba kernels on the
+CPU, integer torch ops elsewhere), written straight into the output leaf.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from tensordict import TensorDictBase
 
+from rl_envs._image_kernels import bilinear_u8, luma_u8
 from rl_envs._keys import OBSERVATION
 from rl_envs._specs import Bounded, TensorSpec
 from rl_envs._transforms_map import MapTransform, bounds_spec, event_shape, key_list, uniform_bounds
@@ -173,8 +177,11 @@ class Resize(MapTransform):
     """Resize ``(..., C, H, W)`` images to ``(..., C, w, h)`` with ``F.interpolate``.
 
     TorchRL's ``Resize``, with its naming: ``w`` is the size of dim -2 and ``h`` that of
-    dim -1 (``Resize(84, 84)`` for Atari). uint8 images are interpolated in float32 and
-    rounded back to uint8, so a uint8 pipeline stays uint8.
+    dim -1 (``Resize(84, 84)`` for Atari). A uint8 pipeline stays uint8: bilinear
+    without antialiasing gives the exact interpolated value rounded half to even
+    (integer weights; ``F.interpolate`` in float32 lands on either side of the exact
+    ties, about 2% of the pixels of random 210x160 images resized to 84x84); the other
+    modes interpolate in float32 and round to the nearest integer.
 
     Args:
         w: output size of dim -2.
@@ -247,8 +254,17 @@ class Resize(MapTransform):
         )
         return y.clamp_(*self._clamp[key]) if key in self._clamp else y
 
+    def _exact(self, dtype: torch.dtype) -> bool:
+        """uint8 bilinear without antialiasing: :func:`bilinear_u8`'s exact arithmetic."""
+        bilinear = self.interpolation == "bilinear" and not self.antialias
+        return bilinear and dtype == torch.uint8
+
     def _map(self, x: torch.Tensor, key: Any) -> torch.Tensor:
         lead, (c, hh, ww) = x.shape[:-3], x.shape[-3:]
+        if self._exact(x.dtype):
+            out = torch.empty((*lead, c, self.w, self.h), dtype=x.dtype, device=x.device)
+            bilinear_u8(x, out)
+            return out
         y = x.reshape(-1, c, hh, ww)
         y = self._interpolate(y.float() if x.dtype == torch.uint8 else y, key)
         y = _to_uint8(y) if x.dtype == torch.uint8 else y
@@ -259,11 +275,14 @@ class Resize(MapTransform):
     ) -> tuple[TensorDictBase, TensorDictBase]:
         root, next = super().bind(root, next)
         flat = lambda src, dst: (src[..., 0, 0, 0].numel(), *src.shape[-3:])  # noqa: E731
-        self._float = _cpu_scratch(self._io, flat)
+        self._float = {} if self._exact(torch.uint8) else _cpu_scratch(self._io, flat)
         return root, next
 
     def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
-        """uint8 on the CPU: ``_map``'s ops, the float32 input in a buffer bound once."""
+        """uint8: exact bilinear into the leaf; other uint8 modes on the CPU: ``_map``'s
+        float ops, the float32 input in a buffer bound once."""
+        if rows is None and self._exact(src.dtype):
+            return bilinear_u8(src, dst)
         buf = self._float.get(key)
         if rows is not None or buf is None:
             return super()._write(key, src, dst, rows)
@@ -276,8 +295,9 @@ class GrayScale(MapTransform):
     """RGB ``(..., 3, H, W)`` -> luma ``(..., 1, H, W)``: ITU-R 601-2 weights.
 
     TorchRL's ``GrayScale`` (torchvision's ``rgb_to_grayscale`` weights
-    ``0.2989 R + 0.587 G + 0.114 B``). uint8 images are computed in float32 and rounded
-    to the nearest integer (torchvision truncates).
+    ``0.2989 R + 0.587 G + 0.114 B``). uint8 images get the exact luma
+    ``(2989 R + 5870 G + 1140 B) / 10000`` rounded half to even, in integer arithmetic
+    (torchvision truncates; float32 arithmetic lands on either side of the exact ties).
 
     Args:
         in_keys: image keys (default ``["observation"]``).
@@ -305,32 +325,22 @@ class GrayScale(MapTransform):
         return bounds_spec(spec, shape, spec.dtype, *uniform_bounds(spec))
 
     def _map(self, x: torch.Tensor, key: Any) -> torch.Tensor:
-        xf = x.float() if x.dtype == torch.uint8 else x
-        r, g, b = xf.unbind(-3)
+        if x.dtype == torch.uint8:
+            out = torch.empty((*x.shape[:-3], 1, *x.shape[-2:]), dtype=x.dtype, device=x.device)
+            luma_u8(x, out)
+            return out
+        r, g, b = x.unbind(-3)
         y = (r * GRAY_WEIGHTS[0]).add_(g, alpha=GRAY_WEIGHTS[1]).add_(b, alpha=GRAY_WEIGHTS[2])
-        y = y.unsqueeze(-3)
-        return _to_uint8(y) if x.dtype == torch.uint8 else y
-
-    def bind(
-        self, root: TensorDictBase, next: TensorDictBase
-    ) -> tuple[TensorDictBase, TensorDictBase]:
-        root, next = super().bind(root, next)
-        self._planes = _cpu_scratch(self._io, lambda src, dst: src.shape)
-        self._luma = _cpu_scratch(self._io, lambda src, dst: dst.shape)
-        return root, next
+        return y.unsqueeze(-3)
 
     def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
-        """``_map``'s ops in the same order, into the leaf or buffers bound once."""
-        if rows is not None or (src.dtype == torch.uint8 and key not in self._planes):
+        """``_map``'s arithmetic straight into the leaf (uint8: the exact kernel)."""
+        if rows is not None:
             return super()._write(key, src, dst, rows)
         if src.dtype == torch.uint8:
-            planes = self._planes[key].copy_(src)  # one pass to float32, from any layout
-            y = self._luma[key].select(-3, 0)
-        else:
-            planes, y = src, dst.select(-3, 0)
-        r, g, b = planes.unbind(-3)
+            return luma_u8(src, dst)
+        r, g, b = src.unbind(-3)
+        y = dst.select(-3, 0)
         torch.mul(r, GRAY_WEIGHTS[0], out=y).add_(g, alpha=GRAY_WEIGHTS[1])
         y.add_(b, alpha=GRAY_WEIGHTS[2])
-        if src.dtype == torch.uint8:  # weights >= 0 summing to 0.9999: y lies in [0, 255]
-            _round_into(dst, y, clamp=False)
         return None
