@@ -23,7 +23,13 @@ from rl_collectors._policy import (
     prepare_policy,
 )
 from rl_collectors._profiling import ProfilingMixin
-from rl_collectors._strategies import DevicePolicyActor, PolicyActor, RandomActor, TrajectoryLimit
+from rl_collectors._strategies import (
+    DevicePolicyActor,
+    PolicyActor,
+    RandomActor,
+    TrajectoryLimit,
+    env_action,
+)
 from rl_collectors._traj import TrajCounter
 from rl_collectors.exceptions import CollectorClosedError
 from rl_collectors.weight_sync import WeightUpdaterBase, bind_updater
@@ -180,48 +186,54 @@ class Collector(BaseCollector, ProfilingMixin):
     def _choose_strategies(self) -> None:
         opts = self.options
         forward = policy_forward(self.policy, opts, self.policy_device)
+        keys = [nested(k) for k in self.env.action_keys]
+        action = env_action(keys)
         if self.policy_device != self.env_device:
             self._policy_actor: Any = DevicePolicyActor(
-                forward, self.policy_input, self.out_keys, self.policy_device
+                forward, self.policy_input, self.out_keys, self.policy_device, action
             )
             if self.policy_device.type == "cuda" and not opts.no_cuda_sync:
                 self._policy_actor = StreamSyncActor(self._policy_actor, self.policy_device)
         else:
-            self._policy_actor = PolicyActor(forward)
-        self._random_actor = RandomActor(
-            self.env.full_action_spec, [nested(k) for k in self.env.action_keys]
-        )
+            self._policy_actor = PolicyActor(forward, action)
+        self._random_actor = RandomActor(self.env.full_action_spec, keys, action)
         self._after_step: list[Callable[[int], None]] = []
         self._limit = None
         if opts.max_frames_per_traj is not None:
             self._limit = TrajectoryLimit(self.env, self.buffer, opts.max_frames_per_traj)
             self._after_step.append(self._limit)
-        if len(self.env.action_keys) == 1:
-            key = nested(self.env.action_key)
-            self._action = lambda policy_input: policy_input.get(key)
-        else:
-            self._action = lambda policy_input: policy_input
 
     # -- the rollout loop ----------------------------------------------------------------
     def _run(self, steps: int, actor: Any) -> None:
-        """Run ``steps`` steps, writing step ``t`` into ``buffer[..., t]``."""
-        policy_input, step, action = self.policy_input, self.env.fast_step, self._action
-        carry, after, clock = self._carry, self._after_step, time.perf_counter
-        t_policy = t_env = t_store = 0.0
+        """Run ``steps`` steps, writing step ``t`` into ``buffer[..., t]``.
+
+        Four clock reads a step: the policy's and the env's time are measured, the
+        copies' time is the rest of the batch's (the loop's own cost included).
+        """
+        policy_input, step, carry, after = (
+            self.policy_input,
+            self.env.fast_step,
+            self._carry,
+            self._after_step,
+        )
+        store_outputs, clock = not actor.writes_batch, time.perf_counter
+        t_policy = t_env = 0.0
+        start = clock()
         for t, plan in enumerate(self._plans[:steps]):
             t0 = clock()
             with record("Collector.policy"):
-                actor(policy_input)
+                action = actor(policy_input, t)
             t1 = clock()
             for dst, src in plan.root:
                 dst[...] = src
-            for key, dst in plan.outs:
-                dst.copy_(policy_input.get(key))
-            for key, dst in carry:
-                dst.copy_(policy_input.get(key))
+            if store_outputs:
+                for key, dst in plan.outs:
+                    dst.copy_(policy_input.get(key))
+                for key, dst in carry:
+                    dst.copy_(policy_input.get(key))
             t2 = clock()
             with record("EnvBase.fast_step"):  # the step, and the reset of finished sub-envs
-                step(action(policy_input))
+                step(action)
             t3 = clock()
             for dst, src in plan.next:
                 dst[...] = src
@@ -229,8 +241,7 @@ class Collector(BaseCollector, ProfilingMixin):
                 hook(t)
             t_policy += t1 - t0
             t_env += t3 - t2
-            t_store += t2 - t1 + clock() - t3
-        self._credit_steps(t_policy, t_env, t_store, steps)
+        self._credit_steps(t_policy, t_env, clock() - start - t_policy - t_env, steps)
 
     @profiled("Collector.rollout")
     def _collect(self, steps: int) -> TensorDictBase:
@@ -240,7 +251,7 @@ class Collector(BaseCollector, ProfilingMixin):
         new_start = self._start_batch()
         random = self._random_only or self.frames < self.options.init_random_frames
         if random:
-            self._random_actor.begin(steps, self.policy_input)
+            self._random_actor.begin(steps, self.policy_input, self.buffer)
         with (
             self._hook(),
             self.timing.add_time("rollout"),
@@ -428,7 +439,6 @@ class Collector(BaseCollector, ProfilingMixin):
         self._closed = True
         self._stop_profiling()
         self.env.close()
-
 
     def __repr__(self) -> str:
         return (

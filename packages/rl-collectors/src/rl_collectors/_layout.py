@@ -23,7 +23,15 @@ from tensordict import TensorDict, TensorDictBase
 
 from rl_collectors._keys import NEXT, POLICY_VERSION, TRAJ_IDS
 
-__all__ = ["StepPlan", "alloc_buffer", "build_plans", "leaf_keys", "make_policy_input", "nested"]
+__all__ = [
+    "StepPlan",
+    "alloc_buffer",
+    "build_plans",
+    "copy_pair",
+    "leaf_keys",
+    "make_policy_input",
+    "nested",
+]
 
 
 def nested(key: Any) -> tuple:
@@ -36,7 +44,7 @@ def leaf_keys(td: TensorDictBase) -> list[tuple]:
     return [nested(k) for k in td.keys(True, True)]
 
 
-def _pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:
+def copy_pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:
     """``(dst, src)`` for ``dst[...] = src``: numpy views when both are on the CPU (a numpy
     slice assignment costs a fraction of ``Tensor.copy_``), else the tensors."""
     if dst.device.type == "cpu" and src.device.type == "cpu":
@@ -85,7 +93,8 @@ class StepPlan:
     Attributes:
         root: ``(dst, src)`` array pairs: env root leaves -> ``buffer[..., t]``.
         outs: ``(key, dst)``: policy outputs (read from ``policy_input`` by key, since a module
-            writes a new tensor on each call) -> ``buffer[..., t]``.
+            writes a new tensor on each call; a top-level key as its string, the cheaper
+            ``get``) -> ``buffer[..., t]``.
         next: ``(dst, src)`` array pairs: env next leaves -> ``buffer["next"][..., t]``.
     """
 
@@ -118,8 +127,8 @@ def build_plans(
     for t in range(steps):
         idx = (*pre, t)
         plan = StepPlan()
-        plan.root = [_pair(buffer.get(k)[idx], policy_input.get(k)) for k in root_keys]
-        plan.outs = [(k, buffer.get(k)[idx]) for k in out_keys]
-        plan.next = [_pair(buffer.get((NEXT, *k))[idx], env_next.get(k)) for k in next_keys]
+        plan.root = [copy_pair(buffer.get(k)[idx], policy_input.get(k)) for k in root_keys]
+        plan.outs = [(k[0] if len(k) == 1 else k, buffer.get(k)[idx]) for k in out_keys]
+        plan.next = [copy_pair(buffer.get((NEXT, *k))[idx], env_next.get(k)) for k in next_keys]
         plans.append(plan)
     return plans

@@ -123,14 +123,16 @@ class StreamSyncActor:
     back with ``non_blocking``); what ``no_cuda_sync=True`` skips."""
 
     __slots__ = ("actor", "stream")
+    writes_batch = False
 
     def __init__(self, actor: Any, device: torch.device) -> None:
         self.actor = actor
         self.stream = torch.cuda.current_stream(device)
 
-    def __call__(self, policy_input: TensorDictBase) -> None:
-        self.actor(policy_input)
+    def __call__(self, policy_input: TensorDictBase, t: int) -> Any:
+        action = self.actor(policy_input, t)
         self.stream.synchronize()
+        return action
 
 
 def find_outputs(

@@ -2,8 +2,10 @@
 
 - *Actors* (where the policy runs): :class:`PolicyActor` calls the policy on the policy
   input; :class:`DevicePolicyActor` runs it on another device through preallocated
-  buffers; :class:`RandomActor` (``policy=None`` and ``init_random_frames``) copies
-  actions drawn for the whole batch at once.
+  buffers; :class:`RandomActor` (``policy=None`` and ``init_random_frames``) draws the
+  actions of a whole batch at once, straight into the batch. An actor returns what the
+  env steps with (the action leaf, or the policy input when the env has several action
+  keys); its ``writes_batch`` says whether its outputs are in the batch already.
 - *After-step hooks*: :class:`TrajectoryLimit` implements ``max_frames_per_traj``.
 
 An axis the user does not use costs nothing in the loop (an empty list, or the plain
@@ -19,51 +21,77 @@ from rl_envs import FastPathEnv
 from tensordict import TensorDictBase
 
 from rl_collectors._keys import DONE, NEXT
-from rl_collectors._layout import leaf_keys
+from rl_collectors._layout import copy_pair, leaf_keys
 
 __all__ = ["DevicePolicyActor", "PolicyActor", "RandomActor", "TrajectoryLimit"]
 
 
+def get_key(key: tuple) -> Any:
+    """``key`` as the loop passes it to ``TensorDict.get``: a one-element tuple as its
+    string (``get("action")`` costs ~1.0 us, ``get(("action",))`` ~1.4 us)."""
+    return key[0] if len(key) == 1 else key
+
+
+def env_action(action_keys: list[tuple]) -> Any:
+    """``policy_input -> what the env steps with``: the action leaf when the env has one
+    action key, else the policy input itself (the env reads its action keys)."""
+    if len(action_keys) == 1:
+        key = get_key(action_keys[0])
+        return lambda policy_input: policy_input.get(key)
+    return lambda policy_input: policy_input
+
+
 class PolicyActor:
-    """Call the policy on the policy input, in place."""
+    """Call the policy on the policy input, in place; return the env's action."""
 
-    __slots__ = ("policy",)
+    __slots__ = ("policy", "action")
+    writes_batch = False
 
-    def __init__(self, policy: Any) -> None:
-        self.policy = policy
+    def __init__(self, policy: Any, action: Any) -> None:
+        self.policy, self.action = policy, action
 
-    def __call__(self, policy_input: TensorDictBase) -> None:
+    def __call__(self, policy_input: TensorDictBase, t: int) -> Any:
         self.policy(policy_input)
+        return self.action(policy_input)
 
 
 class RandomActor:
     """Uniform random actions from the env's ``full_action_spec``, drawn a batch at a time.
 
-    :meth:`begin` draws the actions of the next ``steps`` steps with one ``rand`` call;
-    each step then costs one ``copy_`` per action key into the policy input (a ``rand``
-    per step costs several microseconds of dispatch, a tenth of a CartPole step). Same
-    distribution and the same global RNG as ``rl_envs.RandomPolicy``.
+    :meth:`begin` draws the actions of the next ``steps`` steps with one ``rand`` call and
+    writes them into the batch (one copy per action key per batch); each step then copies
+    its row into the policy input's action leaves (a numpy slice assignment on the CPU,
+    a fraction of a ``Tensor.copy_``) and steps the env with the same tensors as every
+    other step. Same distribution and the same global RNG as ``rl_envs.RandomPolicy``.
     """
 
-    __slots__ = ("spec", "keys", "pairs", "t")
+    __slots__ = ("spec", "keys", "pairs", "action", "env_input")
+    writes_batch = True
 
-    def __init__(self, spec: Any, action_keys: list[tuple]) -> None:
-        self.spec, self.keys = spec, action_keys
-        self.pairs: list[tuple[torch.Tensor, tuple[torch.Tensor, ...]]] = []
-        self.t = 0
+    def __init__(self, spec: Any, action_keys: list[tuple], action: Any) -> None:
+        self.spec, self.keys, self.action = spec, action_keys, action
+        self.pairs: list[list[tuple[Any, Any]]] = []
+        self.env_input: Any = None
 
-    def begin(self, steps: int, policy_input: TensorDictBase) -> None:
-        """Draw the actions of the next ``steps`` calls, to be written into ``policy_input``'s
-        action leaves (fetched here: a policy's ``set`` may have replaced them)."""
+    def begin(self, steps: int, policy_input: TensorDictBase, buffer: TensorDictBase) -> None:
+        """Draw the actions of the next ``steps`` calls into ``buffer[..., :steps]`` and plan
+        their copies into ``policy_input``'s action leaves (fetched here: a policy's ``set``
+        may have replaced them)."""
+        nb = policy_input.batch_dims
         draws = self.spec.rand((steps,))
-        self.pairs = [(policy_input.get(key), draws.get(key).unbind(0)) for key in self.keys]
-        self.t = 0
+        for key in self.keys:
+            buffer.get(key).narrow(nb, 0, steps).copy_(draws.get(key).movedim(0, nb))
+        pre = (slice(None),) * nb
+        self.pairs = [
+            [copy_pair(policy_input.get(k), buffer.get(k)[(*pre, t)]) for k in self.keys]
+            for t in range(steps)
+        ]
+        self.env_input = self.action(policy_input)  # the same tensors on every step
 
-    def __call__(self, policy_input: TensorDictBase) -> None:
-        t = self.t
-        for dst, rows in self.pairs:
-            dst.copy_(rows[t])
-        self.t = t + 1
+    def __call__(self, policy_input: TensorDictBase, t: int) -> Any:
+        for dst, src in self.pairs[t]:
+            dst[...] = src
+        return self.env_input
 
 
 class DevicePolicyActor:
@@ -73,20 +101,28 @@ class DevicePolicyActor:
     step costs one ``copy_`` per leaf and direction.
     """
 
+    writes_batch = False
+
     def __init__(
-        self, policy: Any, policy_input: TensorDictBase, out_keys: list[tuple], device: torch.device
+        self,
+        policy: Any,
+        policy_input: TensorDictBase,
+        out_keys: list[tuple],
+        device: torch.device,
+        action: Any,
     ) -> None:
-        self.policy = policy
+        self.policy, self.action = policy, action
         self.inputs = policy_input.exclude(*out_keys).to(device)
         self.in_pairs = [(self.inputs.get(k), policy_input.get(k)) for k in leaf_keys(self.inputs)]
         self.out_keys = out_keys
 
-    def __call__(self, policy_input: TensorDictBase) -> None:
+    def __call__(self, policy_input: TensorDictBase, t: int) -> Any:
         for dst, src in self.in_pairs:
             dst.copy_(src, non_blocking=True)
         self.policy(self.inputs)
         for key in self.out_keys:
             policy_input.get(key).copy_(self.inputs.get(key), non_blocking=True)
+        return self.action(policy_input)
 
 
 class TrajectoryLimit:
