@@ -19,6 +19,8 @@
     ours: the same envs through the pixel pipeline ``ToTensorImage(dtype=uint8)`` (layout
     only) + ``GrayScale`` + ``Resize(84, 84)`` + ``CatFrames(4)``, on the collector's fast
     path (no storage). Target: <= 25% on top of the raw steps, i.e. a ratio >= 0.8.
+    On these uint8 frames ``GrayScale`` and ``Resize`` run rl-envs' compiled kernels
+    (numba: compiled, or loaded from its disk cache, in the warm-up round).
     Run with ``PIXEL_THREADS`` (1) torch threads, stated in the rows: the pipeline's ops
     are ~0.1-1 MB each, where a second intra-op thread costs more CPU time than it saves
     (and, on a loaded machine, waits for a core). The per-transform rows time each
