@@ -250,3 +250,33 @@ def test_random_policy_stores_the_actions_it_steps_and_is_reproducible() -> None
     expected = _cartpole_next(data["observation"], action).float()
     torch.testing.assert_close(data["next", "observation"], expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(collect(), data)
+
+
+class PoleSide(torch.nn.Module):
+    """Push towards the side the pole leans to: the action is a function of the observation."""
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return (observation[..., 2] > 0).long()
+
+
+@pytest.mark.parametrize("policy_device", [None, "cpu:0"])
+def test_stored_actions_are_the_policys_on_the_stored_observations(policy_device) -> None:
+    """Each step's stored action is the policy's output on that step's stored observation,
+    on the plain actor and on the device actor (``cpu:0`` differs from the env's ``cpu``:
+    the inputs go through the device actor's buffers and the outputs come back)."""
+    policy = TensorDictModule(PoleSide(), in_keys=["observation"], out_keys=["action"])
+    collector = Collector(
+        make_env(3), policy, frames_per_batch=3 * 30, total_frames=3 * 90,
+        policy_device=policy_device,
+    )
+    try:
+        batches = [b.clone() for b in collector]
+        actor = type(collector._policy_actor).__name__
+    finally:
+        collector.shutdown()
+    assert actor == ("PolicyActor" if policy_device is None else "DevicePolicyActor")
+    data = torch.cat(batches, -1)
+    assert set(data["action"].unique().tolist()) == {0, 1}
+    assert torch.equal(data["action"], PoleSide()(data["observation"]))
+    expected = _cartpole_next(data["observation"], data["action"]).float()
+    torch.testing.assert_close(data["next", "observation"], expected, atol=1e-5, rtol=1e-5)
