@@ -12,37 +12,51 @@ run:
   rows touched and links the others: its time over the first save's (target: about the
   changed fraction, plus the fixed cost of the tree and the run's state, not 1);
 * the run's state alone (no buffer), the cost every save pays;
-* a restore of the first checkpoint into freshly built objects (buffer files filled by
-  ``copy_file_range``): its time over the same file write;
+* a restore of the first checkpoint into freshly built objects: its time over the same
+  file write, and over the copying restore of the same checkpoint (the fallback where
+  chunks cannot be mapped: each chunk copied into the storage's files with
+  ``copy_file_range``). A memmap storage's chunks are mapped, not copied
+  (``rl_replay._mapped``); the priority tree is built in memory from its saved leaves,
+  the part of a restore that grows with the buffer;
 * a restore of the checkpoint the small save wrote (its tree a base plus one delta): its
-  time over the first restore's. Restoring copies every chunk into the storage's files
-  (not lazy: a memmap storage keeps one file per key, so it cannot link the chunks), so
-  this ratio is about 1.
+  time over the first restore's;
+* the first write after a restore, a batch of 1,000 rows into a chunk that still maps the
+  checkpoint's file (the write copies the chunk into the storage's file first): its time
+  over the next batch's, written to the same chunk, now the storage's own;
+* the storage alone (a uniform buffer, no tree): restoring 1M rows over the first restore
+  (with the tree) and over the copying restore, and restoring 4M rows over 1M rows (a
+  mapped restore costs a few system calls a chunk: 4 times the chunks).
 
 The priority tree is saved as a base file of its leaves (16 bytes a row: sums and minima)
 plus one delta per save of the leaves that changed (24 bytes each), a new base once the
 deltas exceed a quarter of the leaves; every save fsyncs what it wrote.
 
-Timings are single runs on whatever machine this is (the disk's page cache included);
-compare the ratios. ``uv run python benchmarks/bench_checkpoint.py`` takes under a minute.
+Saves are single runs, restores (and the writes after them) medians of three, on whatever
+machine this is (the disk's page cache included); compare the ratios.
+``uv run python benchmarks/bench_checkpoint.py`` takes about a minute (it writes about
+1 GB under the temporary folder and removes it).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 from rl_collectors import load_checkpoint, save_checkpoint
-from rl_replay import LazyMemmapStorage, TensorDictPrioritizedReplayBuffer
+from rl_replay import LazyMemmapStorage, ReplayBuffer, TensorDictPrioritizedReplayBuffer
+from rl_replay import _memmap as memmap_module
 from rl_replay._snapshot import CHUNK_ROWS
 from tensordict import TensorDict
 
 ROWS = 1_000_000
 BATCH = 1_000
+REPEAT = 3  # restores (and the writes after them) are medians of this many
 ROW_BYTES = 4 * 4 + 8 + 4 + 1 + 4 * 4
 
 
@@ -82,52 +96,134 @@ def _row(figure: str, value: float, unit: str, limit: float, ratio: float) -> di
     return {"figure": figure, "value": value, "unit": unit, "limit": limit, "ratio": ratio}
 
 
+def _copying(fn) -> float:
+    """``fn``'s time with lazy restores off: memmap chunks copied (the fallback's cost)."""
+    lazy = memmap_module.supported
+    memmap_module.supported = lambda: "the benchmark times the copying restore"
+    logging.disable(logging.WARNING)  # its log line, once per restore
+    try:
+        return _timed(fn)
+    finally:
+        memmap_module.supported = lazy
+        logging.disable(logging.NOTSET)
+
+
+def _storage_restores(folder: Path, rows: int, copied: bool = False) -> tuple[float, float]:
+    """Restore times of a uniform buffer of ``rows`` memmap rows (no tree): the storage
+    alone, mapped and (when ``copied``) copied."""
+
+    def make(name: str) -> ReplayBuffer:
+        return ReplayBuffer(storage=LazyMemmapStorage(rows, scratch_dir=folder / name))
+
+    rb = make("scratch")
+    for start in range(0, rows, 100_000):
+        rb.extend(_rows(min(100_000, rows - start), start))
+    rb.dumps(folder / "ckpt")
+    rb.storage.cleanup()
+    times = []
+    for name, timer in [("mapped", _timed), ("copied", _copying)][: 1 + copied]:
+        runs = []
+        for i in range(REPEAT):
+            fresh = make(f"{name}-{i}")
+            runs.append(timer(lambda fresh=fresh: fresh.loads(folder / "ckpt")))
+            assert len(fresh) == rows
+            fresh.storage.cleanup()
+        times.append(statistics.median(runs))
+    shutil.rmtree(folder, ignore_errors=True)
+    return times[0], times[-1]
+
+
+def _first_writes(rb) -> tuple[float, float]:
+    """A batch written to a borrowed chunk (owning it first), then one to the same chunk."""
+    borrowed = rb.storage.borrowed_chunks
+    first = _timed(lambda: rb.extend(_rows(BATCH, 10**7)))
+    assert rb.storage.borrowed_chunks == borrowed - 1  # the batch fell in one chunk
+    return first, _timed(lambda: rb.extend(_rows(BATCH, 2 * 10**7)))
+
+
+def _restores(ckpt: Path, folder: Path) -> dict:
+    """Medians of ``REPEAT`` restores, mapped and copied, and of the writes after each."""
+    times: dict[str, list[float]] = {}
+    for i in range(REPEAT):
+        fresh = _run(folder / f"copied-{i}")
+        times.setdefault("restore_copy", []).append(
+            _copying(lambda fresh=fresh: load_checkpoint(ckpt, **fresh))
+        )
+        fresh["buffer"].storage.cleanup()
+        fresh = _run(folder / f"fresh-{i}")
+        restore = _timed(lambda fresh=fresh: load_checkpoint(ckpt, **fresh))
+        times.setdefault("restore", []).append(restore)
+        first, owned = _first_writes(fresh["buffer"])
+        times.setdefault("write_borrowed", []).append(first)
+        times.setdefault("write_owned", []).append(owned)
+        fresh["buffer"].storage.cleanup()
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _measure(folder: Path) -> dict:
+    parts = _run(folder)
+    rb = parts["buffer"]
+    for start in range(0, ROWS, 100_000):
+        rb.extend(_rows(100_000, start))
+    rb.update_priority(torch.arange(ROWS), torch.rand(ROWS))
+    ckpt, t = folder / "ckpt", {}
+    t["first"] = _timed(lambda: save_checkpoint(ckpt, **parts))
+    raw = torch.ones(ROWS * ROW_BYTES, dtype=torch.uint8).numpy()
+    t["copy"] = _timed(lambda: _write_synced(folder / "blob", raw))
+    t.update(_restores(ckpt, folder))
+    rb.extend(_rows(BATCH, 10**7))
+    index = rb.sample(BATCH, return_info=True)[1]["index"]
+    rb.update_priority(index, torch.rand(BATCH))
+    t["incremental"] = _timed(lambda: save_checkpoint(ckpt, **parts))
+    t["state"] = _timed(lambda: save_checkpoint(folder / "state", policy=parts["policy"],
+                                                optim=parts["optim"]))  # fmt: skip
+    fresh = _run(folder / "fresh2")
+    t["restore_small"] = _timed(lambda: load_checkpoint(ckpt, **fresh))
+    assert torch.equal(fresh["buffer"].sampler.tree.leaves, rb.sampler.tree.leaves)
+    assert len(fresh["buffer"]) == ROWS
+    fresh["buffer"].storage.cleanup()
+    rb.storage.cleanup()
+    t["storage"], t["storage_copy"] = _storage_restores(folder / "storage-1x", ROWS, copied=True)
+    t["storage4"] = _storage_restores(folder / "storage-4x", 4 * ROWS)[0]
+    return t
+
+
 def run() -> list[dict]:
     folder = Path(tempfile.mkdtemp(prefix="bench-checkpoint-"))
     try:
-        parts = _run(folder)
-        rb = parts["buffer"]
-        for start in range(0, ROWS, 100_000):
-            rb.extend(_rows(100_000, start))
-        rb.update_priority(torch.arange(ROWS), torch.rand(ROWS))
-        ckpt = folder / "ckpt"
-        first = _timed(lambda: save_checkpoint(ckpt, **parts))
-        raw = torch.ones(ROWS * ROW_BYTES, dtype=torch.uint8).numpy()
-        copy = _timed(lambda: _write_synced(folder / "blob", raw))
-        fresh = _run(folder / "fresh")
-        restore = _timed(lambda: load_checkpoint(ckpt, **fresh))
-        fresh["buffer"].storage.cleanup()
-        rb.extend(_rows(BATCH, 10**7))
-        index = rb.sample(BATCH, return_info=True)[1]["index"]
-        rb.update_priority(index, torch.rand(BATCH))
-        incremental = _timed(lambda: save_checkpoint(ckpt, **parts))
-        state_only = _timed(lambda: save_checkpoint(folder / "state", policy=parts["policy"],
-                                                    optim=parts["optim"]))  # fmt: skip
-        fresh = _run(folder / "fresh2")
-        restore_small = _timed(lambda: load_checkpoint(ckpt, **fresh))
-        assert torch.equal(fresh["buffer"].sampler.tree.leaves, rb.sampler.tree.leaves)
-        assert len(fresh["buffer"]) == ROWS
-        fresh["buffer"].storage.cleanup()
-        rb.storage.cleanup()
+        t = _measure(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     chunks = -(-ROWS // CHUNK_ROWS)
     touched = 2 if (ROWS % CHUNK_ROWS) + BATCH > CHUNK_ROWS else 1  # the batch's chunks, at most
     return [
-        _row("first save, 1M memmap rows + run: ours/synced write of the rows' bytes", first, "s", copy,
-             first / copy),
+        _row("first save, 1M memmap rows + run: ours/synced write of the rows' bytes", t["first"],
+             "s", t["copy"], t["first"] / t["copy"]),
         _row(f"save after {BATCH:,} new rows: ours/first save (changed chunks {touched}/{chunks})",
-             incremental, "s", first, incremental / first),
-        _row("  of which the run's state alone (policy, Adam, RNGs): state/first save", state_only,
-             "s", first, state_only / first),
-        _row("restore 1M memmap rows + run: ours/synced write of the rows' bytes", restore, "s", copy,
-             restore / copy),
-        _row("restore of the small save (tree: base + delta): ours/first restore", restore_small,
-             "s", restore, restore_small / restore),
+             t["incremental"], "s", t["first"], t["incremental"] / t["first"]),
+        _row("  of which the run's state alone (policy, Adam, RNGs): state/first save", t["state"],
+             "s", t["first"], t["state"] / t["first"]),
+        _row("restore 1M memmap rows + run (chunks mapped, not copied): ours/synced write of the "
+             "rows' bytes", t["restore"], "s", t["copy"], t["restore"] / t["copy"]),
+        _row("restore 1M memmap rows + run: mapped/copied (the fallback), same checkpoint",
+             t["restore"], "s", t["restore_copy"], t["restore"] / t["restore_copy"]),
+        _row("restore of the small save (tree: base + delta): ours/first restore",
+             t["restore_small"], "s", t["restore"], t["restore_small"] / t["restore"]),
+        _row(f"first write after a restore ({BATCH:,} rows; owns a borrowed chunk): ours/the next "
+             "write (owned chunk)", t["write_borrowed"], "s", t["write_owned"],
+             t["write_borrowed"] / t["write_owned"]),
+        _row("restore of the storage alone (uniform buffer), 1M rows: ours/first restore (with "
+             "the tree)", t["storage"], "s", t["restore"], t["storage"] / t["restore"]),
+        _row("restore of the storage alone, 1M rows: mapped/copied (the fallback)", t["storage"],
+             "s", t["storage_copy"], t["storage"] / t["storage_copy"]),
+        _row("restore of the storage alone, 4M rows: ours/1M rows (4x the chunks)",
+             t["storage4"], "s", t["storage"], t["storage4"] / t["storage"]),
     ]  # fmt: skip
 
 
 if __name__ == "__main__":
     print(f"{'figure':84s} {'value':>9s} {'unit':>5s} {'limit':>9s} {'ratio':>7s}")
     for r in run():
-        print(f"{r['figure']:84s} {r['value']:9.3f} {r['unit']:>5s} {r['limit']:9.3f} {r['ratio']:7.3f}")
+        print(
+            f"{r['figure']:84s} {r['value']:9.3f} {r['unit']:>5s} {r['limit']:9.3f} {r['ratio']:7.3f}"
+        )

@@ -56,8 +56,8 @@ def test_a_second_dump_links_the_chunks_no_row_of_which_was_written(kind, tmp_pa
     rb.dumps(tmp_path / "ckpt")
     second = _inodes(_snapshot(tmp_path / "ckpt"))
     linked = {name for name in second if first.get(name) == second[name]}
-    # two leaves (obs, done) x four chunks; only chunk 2 of each was written again
-    assert linked == {f"{leaf}.{chunk}.bin" for leaf in (0, 1) for chunk in (0, 1, 3)}
+    # four chunk files (each holding both leaves, obs and done); only chunk 2 was written again
+    assert linked == {f"{chunk}.bin" for chunk in (0, 1, 3)}
     other = _buffer(kind, tmp_path, "other")
     other.loads(tmp_path / "ckpt")
     for got, want in zip(_content(other), _content(rb), strict=True):

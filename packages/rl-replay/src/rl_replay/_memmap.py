@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -14,10 +15,13 @@ import torch
 from tensordict import MemoryMappedTensor
 
 from rl_replay._layout import Layout
+from rl_replay._mapped import Borrowed, borrow_leaves, supported
 from rl_replay._storage import LazyTensorStorage, _layout_from_state, _layout_state
 from rl_replay.exceptions import StorageLayoutError
 
 __all__ = ["LazyMemmapStorage"]
+
+_log = logging.getLogger(__name__)
 
 
 def _file_name(key: Any) -> str:
@@ -91,6 +95,7 @@ class LazyMemmapStorage(LazyTensorStorage):
         self.filenames: list[str] = []
         self._own_dir = False
         self._finalizer: weakref.finalize | None = None
+        self._borrowed: Borrowed | None = None  # chunks mapped from a restored snapshot
 
     def _make_compilable(self) -> None:
         raise ValueError(
@@ -123,6 +128,11 @@ class LazyMemmapStorage(LazyTensorStorage):
         tensor = MemoryMappedTensor.empty(
             tuple(shape), dtype=dtype, filename=filename, existsok=self.existsok
         )
+        self._register(filename)
+        return tensor
+
+    def _register(self, filename: str) -> None:
+        """Add ``filename`` to the files removed with the storage."""
         self.filenames.append(filename)
         if self.auto_cleanup:
             if self._finalizer is not None:
@@ -131,7 +141,37 @@ class LazyMemmapStorage(LazyTensorStorage):
             self._finalizer = weakref.finalize(
                 self, _remove, list(self.filenames), folder, os.getpid()
             )
-        return tensor
+
+    def _attach(self, layout: Layout, leaves: list[torch.Tensor]) -> None:
+        self._borrowed = None  # fresh leaves: nothing maps a snapshot's files
+        super()._attach(layout, leaves)
+
+    def borrow(self, layout: Layout, folder: Path, meta: dict) -> bool:
+        """Map snapshot ``folder``'s chunk files as the leaves (no copy); ``False`` when
+        they cannot be mapped here (the caller copies them, and a log line says why)."""
+        why = supported()
+        if why is None:
+            self.filenames = []
+            for key in layout.keys:  # removed with the storage, whatever happens below
+                self._register(str(self._folder() / _file_name(key)))
+            flat = [(self.capacity, *s[self.ndim :]) for s in meta["shapes"]]
+            try:
+                flats, borrowed = borrow_leaves(
+                    folder, self.filenames, flat, meta["dtypes"], meta["rows"]
+                )
+            except OSError as e:
+                why = f"mapping failed ({e})"
+        if why is not None:
+            _log.warning("restoring %s by copying its chunks: %s", folder, why)
+            return False
+        self._attach(layout, [t.view(s) for t, s in zip(flats, meta["shapes"], strict=True)])
+        self._borrowed = borrowed
+        return True
+
+    @property
+    def borrowed_chunks(self) -> int:
+        """Chunks whose rows still map a snapshot's files (0 unless restored lazily)."""
+        return 0 if self._borrowed is None else self._borrowed.count
 
     def _write(self, index: torch.Tensor, data: Any) -> None:
         """Write through the files (``pwrite``), not the mapping.
@@ -146,6 +186,9 @@ class LazyMemmapStorage(LazyTensorStorage):
             raise StorageLayoutError(f"data: expected {len(index)} rows, got {self.rows(data)}")
         if len(index) == 0:
             return
+        if self._borrowed is not None:  # rows mapped from a snapshot: own them first
+            self._borrowed.own(self.flat_index(index))
+            self._borrowed = self._borrowed if self._borrowed.count else None
         breaks = ((index[1:] - index[:-1]) != 1).nonzero().squeeze(1).add(1).tolist()
         bounds = list(zip([0, *breaks], [*breaks, len(index)], strict=False))
         starts = index[[a for a, _ in bounds]].tolist()
@@ -172,9 +215,15 @@ class LazyMemmapStorage(LazyTensorStorage):
     def cleanup(self) -> None:
         """Drop the mappings and remove the files now (in the creating process)."""
         self.layout, self._leaves, self._flat, self._filled = None, [], [], 0
+        self._borrowed = None
         if self._finalizer is not None:
             self._finalizer()
         self.filenames = []
+
+    def _own_all(self) -> None:
+        if self._borrowed is not None:
+            self._borrowed.own_all()
+            self._borrowed = None
 
     def _meta(self) -> dict:
         return {
@@ -192,6 +241,7 @@ class LazyMemmapStorage(LazyTensorStorage):
             and self.scratch_dir is not None
             and Path(path).resolve() == self.scratch_dir.resolve()
         ):
+            self._own_all()  # the files themselves are the checkpoint
             return {"in_place": True, **self._meta()}
         return self.state_dict()
 
@@ -219,10 +269,11 @@ class LazyMemmapStorage(LazyTensorStorage):
         # another process may write the files now, unseen by this one's tracker: from
         # here on a dump writes every chunk (none is linked from the previous snapshot)
         self._tracker = None
+        self._own_all()  # the other process opens the files: they must hold every row
         state = {
             k: v
             for k, v in self.__dict__.items()
-            if k not in ("_leaves", "_flat", "_finalizer", "layout")
+            if k not in ("_leaves", "_flat", "_finalizer", "layout", "_borrowed")
         }
         state["_meta"] = None if self.layout is None else self._meta()
         return state
@@ -231,7 +282,7 @@ class LazyMemmapStorage(LazyTensorStorage):
         meta = state.pop("_meta")
         self.__dict__.update(state)
         self.auto_cleanup, self._own_dir, self._finalizer = False, False, None
-        self.layout, self._leaves, self._flat = None, [], []
+        self.layout, self._leaves, self._flat, self._borrowed = None, [], [], None
         if meta is not None:
             self._open(meta)
         self._tracker = None  # shared with the pickling process (see __getstate__)
