@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import rl_collectors
 from rl_collectors import Collector, MultiCollector
-from rl_collectors._worker import bind_hosted
+from rl_collectors._host import bind_hosted
 from rl_envs import GymEnv
 
 SRC = Path(rl_collectors.__file__).parent

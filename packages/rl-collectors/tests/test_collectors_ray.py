@@ -173,9 +173,7 @@ def test_arguments_validated_before_ray_starts() -> None:
 
 
 def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rl_collectors import _ray_weight_sync
-
-    monkeypatch.setattr(_ray_weight_sync.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModuleNotFoundError, match=r"pip install rl-collectors\[ray\]"):
         RayCollector(cartpole, frames_per_batch=8, num_collectors=2)
 
@@ -205,7 +203,8 @@ def sync_collector(ray, trainer_policy):
         num_collectors=2,
         remote_config=ACTOR,
         collector_kwargs={"exploration_type": "deterministic"},
-        weight_updater=RayWeightUpdater(),  # TorchRL's zero-argument form: the collector binds the policy
+        # TorchRL's zero-argument form: the collector binds the policy
+        weight_updater=RayWeightUpdater(),
     )
     yield collector
     pids = [info["pid"] for info in collector.actor_info]

@@ -8,7 +8,6 @@ import time
 from functools import partial
 from pathlib import Path
 
-import psutil
 import pytest
 import rl_collectors
 import torch
@@ -51,16 +50,13 @@ def _cartpole():
 
 
 def _children() -> set[int]:
-    out = set()
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(
-                p.cmdline()
-            ):
-                out.add(p.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
+    import sys
+
+    sys.path.insert(0, HERE)
+    from collectors_helpers import children
+
+    sys.path.remove(HERE)
+    return children()
 
 
 # -- names -----------------------------------------------------------------------------
@@ -218,7 +214,5 @@ def test_torchrl_collector_arguments_are_refused_with_the_replacement(name):
 
     with pytest.raises(TypeError) as info:
         Collector(partial(GymEnv, "CartPole-v1"), None, frames_per_batch=4, **{name: "cpu"})
-    assert (
-        str(info.value)
-        == f"{name}: TorchRL's argument is not supported by the collectors here; {TORCHRL_ONLY[name]}"
-    )
+    unsupported = "TorchRL's argument is not supported by the collectors here"
+    assert str(info.value) == f"{name}: {unsupported}; {TORCHRL_ONLY[name]}"

@@ -6,10 +6,10 @@ Wiring (one place):
   writes ``rl_collectors/ready/{rank}``, joins the process group, serves, and destroys
   the group on every path.
 - :func:`serve_distributed_collector` (ranks > 0 of a group you initialised, e.g. under
-  torchrun): receives the spec from rank 0, builds a :class:`RankRuntime`, then answers
-  commands until ``STOP`` or until the trainer's connection closes.
-- :class:`RankRuntime`: one collector (``collector_class``, a ``Collector`` by default)
-  with trajectory ids ``k * N + idx``; shared with the RPC collector.
+  torchrun): receives the spec from rank 0, builds a :class:`PackedHostRuntime`, then
+  answers commands until ``STOP`` or until the trainer's connection closes.
+- :class:`PackedHostRuntime`: the one host runtime (``_host.py``) with its batches packed
+  in a flat byte tensor; shared with the RPC collector.
 - Messages: trainer -> rank: an int64 ``[op, a, b]`` header (``TAG_CMD``), then a byte
   payload (``TAG_CMD_DATA``) for weights or a pickled call; rank -> trainer: an int64
   ``[kind, n]`` header (``TAG_HDR``), then the flat batch (``n`` = steps) or ``n``
@@ -30,13 +30,11 @@ import torch
 import torch.distributed as dist
 from rl_envs.processes import dumps as portable_dumps
 from rl_envs.processes import loads as portable_loads
-from rl_profiling import ARMED, set_profiling_enabled
-from tensordict import TensorDictBase
 
 from rl_collectors._flat import FlatLayout
-from rl_collectors._worker import bind_hosted, resolve_call
+from rl_collectors._host import HostRuntime, HostSpec
 
-__all__ = ["RankRuntime", "run_rank", "serve_distributed_collector"]
+__all__ = ["PackedHostRuntime", "run_rank", "serve_distributed_collector"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,94 +68,27 @@ def header(*values: int) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64)
 
 
-class RankRuntime:
-    """One collector on a collector rank, and the commands it answers.
+class PackedHostRuntime(HostRuntime):
+    """The host runtime of a rank or an RPC worker: batches packed in one flat byte
+    tensor (``FlatLayout``), weights unpacked from one (``spec.weights``: their layout)."""
 
-    Args:
-        spec: what rank 0 sent: ``collector_class``, ``create_env_fn``, ``policy``,
-            ``frames_per_batch``, ``kwargs``, ``num_workers_per_collector``,
-            ``num_collectors``, ``profiling`` (bool) and ``weights_layout``.
-        idx: this collector's index (``rank - 1``).
-    """
-
-    def __init__(self, spec: dict[str, Any], idx: int) -> None:
-        from rl_collectors._collector import Collector
-        from rl_collectors._multi import MultiCollector
-
-        if (
-            spec["profiling"] or ARMED
-        ):  # match the trainer (warns if it is armed and this rank is not)
-            set_profiling_enabled(spec["profiling"])
-        torch.set_num_threads(spec.get("num_threads") or torch.get_num_threads())
-        cls, n = spec["collector_class"], spec["num_collectors"]
-        fn = spec["create_env_fn"]
-        if isinstance(cls, type) and issubclass(cls, MultiCollector):
-            fn = [fn] * spec["num_workers_per_collector"]
-        self.idx, self.num_collectors = idx, n
-        self.collector = c = cls(
-            fn,
-            spec["policy"],
-            frames_per_batch=spec["frames_per_batch"],
-            total_frames=-1,
-            **spec["kwargs"],
-        )
-        # ids k * num_collectors + idx, as the other collectors do; collect() remaps them otherwise
-        self.remap = not bind_hosted(c, idx, n)
-        self.weights_layout: FlatLayout | None = spec.get("weights_layout")
-        self.version = 0
-        self._pending: TensorDictBase | None = None
-        self._iter: Any = None
-        self.layout = FlatLayout.of(c.buffer if isinstance(c, Collector) else self._first())
+    def __init__(self, spec: HostSpec) -> None:
+        super().__init__(spec)
+        self.weights_layout: FlatLayout | None = spec.weights
+        self.layout = FlatLayout.of(self.template)
         self._flat = self.layout.empty()
 
-    def _first(self) -> TensorDictBase:
-        self._iter = iter(self.collector)
-        self._pending = next(self._iter)
-        return self._pending
-
     def info(self) -> dict[str, Any]:
-        """Where this rank runs and its batch layout (sent once to the trainer)."""
-        env = getattr(self.collector, "env", None)
-        rows = env.batch_size.numel() if env is not None else self.layout.batch_size[0]
-        return {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "layout": self.layout,
-            "num_rows": rows,
-        }
-
-    def load_weights(self, weights: TensorDictBase, version: int) -> None:
-        self.collector.update_policy_weights_(weights)
-        self.collector.policy_version = self.version = version
+        return {**super().info(), "layout": self.layout}
 
     def collect(self, steps: int) -> torch.Tensor:
         """Collect ``steps`` steps; returns the batch packed in a flat byte buffer."""
-        c = self.collector
-        if self._iter is None:
-            view = c.collect_view(steps)
-        else:
-            view = self._pending if self._pending is not None else next(self._iter)
-            self._pending = None
-            view = view[..., :steps]
-        layout = self.layout if steps == self.layout.steps else self.layout.with_steps(steps)
-        flat = self._flat if steps == self.layout.steps else layout.empty()
+        view = self.batch(steps)
+        full = steps == self.layout.steps
+        layout = self.layout if full else self.layout.with_steps(steps)
+        flat = self._flat if full else layout.empty()
         layout.pack(view, flat)
-        if self.remap:
-            ids = layout.unpack(flat).get(("collector", "traj_ids"))
-            ids.mul_(self.num_collectors).add_(self.idx)
         return flat
-
-    def call(self, name: Any, args: tuple) -> Any:
-        """``map_fn`` and the profiling/timing commands."""
-        c = self.collector
-        if name == "enable_profile":
-            return c.enable_profile(config=args[0])
-        if name == "timing":
-            return c.timing
-        return resolve_call(c, name)(*args)
-
-    def close(self) -> None:
-        self.collector.shutdown()
 
 
 def _reply(kind: int, obj: Any, timeout: datetime.timedelta) -> None:
@@ -170,7 +101,9 @@ def _recv_bytes(n: int, timeout: datetime.timedelta) -> torch.Tensor:
     return recv(torch.empty(n, dtype=torch.uint8), 0, TAG_CMD_DATA, timeout)
 
 
-def _handle(runtime: RankRuntime, op: int, a: int, b: int, timeout: datetime.timedelta) -> None:
+def _handle(
+    runtime: PackedHostRuntime, op: int, a: int, b: int, timeout: datetime.timedelta
+) -> None:
     if op == OP_COLLECT:
         if b:  # newer weights follow: a version number, then the flat weights
             flat = _recv_bytes(runtime.weights_layout.nbytes, timeout)
@@ -217,8 +150,8 @@ def serve_distributed_collector(timeout: float = 300.0) -> None:
     recv(cmd, 0, TAG_CMD, IDLE)
     data = _recv_bytes(int(cmd[1]), wait)
     try:  # loading the spec runs the user's code too: its errors go back to the trainer
-        runtime = RankRuntime(
-            loads(data, "the collector spec (create_env_fn, policy, collector_kwargs)"), rank - 1
+        runtime = PackedHostRuntime(
+            loads(data, "the collector spec (create_env_fn, policy, collector_kwargs)")
         )
     except Exception:
         _reply(KIND_ERROR, traceback.format_exc(), wait)

@@ -27,9 +27,12 @@ from typing import Any
 
 from rl_envs.processes import start_process, stop_processes
 
+from rl_collectors.exceptions import WorkerError
+
 __all__ = [
     "LaunchedRank",
     "MPLauncher",
+    "launch_ranks",
     "SubmititLauncher",
     "import_submitit",
     "make_launcher",
@@ -43,17 +46,21 @@ DELAYED_ENV = "RL_COLLECTORS_DELAYED"
 """The variable holding ``"host:port:world_size"``, set in the trainer job by the decorator."""
 
 
-def import_submitit() -> Any:
-    """Import and return ``submitit``, with an install hint when it is missing.
+def import_optional(name: str, missing: str) -> Any:
+    """Import and return the optional module ``name`` (an extra of rl-collectors).
 
     Raises:
-        ModuleNotFoundError: submitit is not installed (the message says how to install it).
+        ModuleNotFoundError: it is not installed; the message is ``missing`` (how to
+            install it).
     """
-    if importlib.util.find_spec("submitit") is None:
-        raise ModuleNotFoundError(SUBMITIT_MISSING, name="submitit")
-    import submitit
+    if importlib.util.find_spec(name) is None:
+        raise ModuleNotFoundError(missing, name=name)
+    return importlib.import_module(name)
 
-    return submitit
+
+def import_submitit() -> Any:
+    """Import and return ``submitit``, with an install hint when it is missing."""
+    return import_optional("submitit", SUBMITIT_MISSING)
 
 
 class LaunchedRank:
@@ -69,6 +76,49 @@ class LaunchedRank:
     def __init__(self, rank: int, alive: Callable[[], bool], describe: Callable[[], str],
                  stop: Callable[[float], None]) -> None:
         self.rank, self.alive, self.describe, self.stop = rank, alive, describe, stop
+
+
+def launch_ranks(
+    launcher: Any, target: Callable, extra: tuple, num_ranks: int, handles: dict[int, Any],
+    opts: Any, timeout: float, ready_key: str, name: str = "rank", multi_tenant: bool = False,
+) -> Any:
+    """Host the trainer's ``TCPStore``, start ranks ``1..num_ranks`` with ``launcher``
+    (``target(addr, port, rank, world_size, *extra)``; their handles go into ``handles``)
+    and wait until each has written ``ready_key``, checking the launcher's liveness
+    meanwhile. ``launcher=None``: the ranks are started by someone else. Returns
+    ``(store, addr)``.
+
+    Raises:
+        WorkerError: a rank ended before joining, or did not join within ``start_timeout``.
+    """
+    import datetime
+
+    import torch.distributed as dist
+
+    world = num_ranks + 1
+    addr = opts.master_addr or getattr(launcher, "default_addr", "127.0.0.1")
+    store = dist.TCPStore(
+        "0.0.0.0", opts.tcp_port or 0, world, is_master=True, wait_for_workers=False,
+        timeout=datetime.timedelta(seconds=timeout), multi_tenant=multi_tenant,
+    )
+    if launcher is not None:
+        args = [(addr, store.port, r, world, *extra) for r in range(1, world)]
+        handles.update({h.rank: h for h in launcher.launch(target, args)})
+    deadline = time.monotonic() + timeout
+    for rank in range(1, world):
+        while not store.check([ready_key.format(rank=rank)]):
+            handle = handles.get(rank)
+            if handle is not None and not handle.alive():
+                raise WorkerError(
+                    rank - 1, f"{name} {rank} ended before joining ({handle.describe()})"
+                )
+            if time.monotonic() > deadline:
+                raise WorkerError(
+                    rank - 1, f"{name} {rank} did not join within {timeout} s (processes start "
+                    "Python and import torch; raise start_timeout)",
+                )
+            time.sleep(0.05)
+    return store, addr
 
 
 class MPLauncher:

@@ -3,31 +3,34 @@
 
 Each worker runs a :class:`~rl_collectors.Collector` in a spawned process (see
 ``_worker.py``) and writes its batches into shared memory; the pipes carry only small
-commands. Sync and async differ only in the schedule object (``_schedules.py``).
+commands. ``MultiCollector`` is the :class:`~rl_collectors._driver.CollectorDriver` (the sync
+and async schedules, commands, weights, shutdown) over :class:`PipeTransport`.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.connection as mpc
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from rl_envs.processes import Portable
-from rl_profiling import Timing, profiled
 from tensordict import TensorDictBase
 
-from rl_collectors._base import BaseCollector
 from rl_collectors._collector import Collector
+from rl_collectors._driver import CollectorDriver
+from rl_collectors._host import HostSpec
 from rl_collectors._options import CollectorOptions
-from rl_collectors._profiling import WorkersProfilingMixin
-from rl_collectors._schedules import AsyncSchedule, SyncSchedule
-from rl_collectors._worker import InProcessWorker, ProcessWorker, WorkerSpec, call_name
-from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
+from rl_collectors._worker import InProcessWorker, ProcessWorker
+from rl_collectors.exceptions import WorkerError
 from rl_collectors.weight_sync import MultiProcessedWeightUpdater, weights_of
 
-__all__ = ["AsyncCollector", "MultiAsyncCollector", "MultiCollector", "MultiSyncCollector"]
+__all__ = [
+    "AsyncCollector", "MultiAsyncCollector", "MultiCollector", "MultiSyncCollector",
+    "PipeTransport",
+]
 
 _MAIN_SIDE = ("postproc", "replay_buffer", "post_collect_hook", "split_trajs", "weight_updater")
 
@@ -77,7 +80,68 @@ def _keep_alive_error(failed: dict[int, WorkerError], worker: Any, fn: Any, *arg
         return None
 
 
-class MultiCollector(BaseCollector, WorkersProfilingMixin):
+class PipeTransport:
+    """The :class:`~rl_collectors._driver.Transport` of worker processes: batches in shared
+    memory, commands and replies on one pipe per worker (or runtimes in this process).
+
+    Weights travel through the :class:`~rl_collectors.weight_sync.MultiProcessedWeightUpdater`'s
+    shared copy, which each worker reads when it starts a batch: ``request`` sends none.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout, self.infos = timeout, []
+        self.workers: list[Any] = []
+        self._finalizer = weakref.finalize(self, _close_workers, self.workers)
+
+    def start(self, specs: list[HostSpec], in_process: bool, timeout: float) -> None:
+        ctx = mp.get_context("spawn")
+        for spec in specs:
+            self.workers.append(InProcessWorker(spec) if in_process else ProcessWorker(spec, ctx))
+        for worker in self.workers:
+            worker.wait_ready(timeout)
+        self.infos = [{"num_rows": w.num_rows} for w in self.workers]
+
+    def request(self, idx: int, steps: int, weights: Any) -> None:
+        self.workers[idx].send("collect", steps)
+
+    def receive(self, indices: Sequence[int]) -> tuple[int, TensorDictBase]:
+        workers = [self.workers[i] for i in indices]
+        while True:
+            for worker in workers:
+                if worker.batches:
+                    steps, _version = worker.batches.popleft()
+                    return worker.idx, worker.buffer[..., :steps]
+            ready = mpc.wait([obj for w in workers for obj in w.waitables], timeout=self.timeout)
+            if not ready:
+                raise WorkerError(-1, f"no worker produced a batch within {self.timeout} s")
+            for worker in workers:
+                if any(obj in ready for obj in worker.waitables):
+                    worker.batches.append(worker.recv_batch(self.timeout))
+
+    def call(self, indices: Sequence[int], name: Any, args: Sequence[tuple]) -> list[Any]:
+        if callable(name):  # a notebook's function reaches the workers by value
+            name = Portable(name, "map_fn's function")
+        selected = [self.workers[i] for i in indices]
+        failed: dict[int, WorkerError] = {}
+        for worker, a in zip(selected, args, strict=True):
+            _keep_alive_error(failed, worker, worker.send, "call", (name, a))
+        replies = [_keep_alive_error(failed, w, w.recv_reply, self.timeout)
+                   for w in selected if w.idx not in failed]
+        if failed:
+            raise failed[min(failed)]
+        return replies
+
+    def stack(self, batches: list[TensorDictBase]) -> TensorDictBase:
+        return torch.stack(batches, 0)  # copies out of the workers' shared buffers
+
+    def own(self, batch: TensorDictBase) -> TensorDictBase:
+        return batch.clone()  # before the worker writes its next batch there
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+class MultiCollector(CollectorDriver):
     """Run one :class:`~rl_collectors.Collector` per env constructor in worker processes.
 
     ``sync=True``: each batch holds ``frames_per_batch`` frames split evenly over the
@@ -92,7 +156,8 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
             memory (:class:`~rl_collectors.weight_sync.MultiProcessedWeightUpdater`).
         frames_per_batch: frames per yielded batch.
         total_frames: frames in total (exact), ``-1`` for no limit.
-        sync: synchronous (``True``) or asynchronous schedule.
+        sync: synchronous (``True``) or asynchronous schedule; ``None``: the class's
+            (``True`` for ``MultiCollector`` and ``MultiSyncCollector``).
         update_at_each_batch: push the policy's weights after each yielded batch (when the
             loop asks for the next one); a worker loads them when it starts its next
             batch (with ``sync=False`` the batch it is already collecting keeps the old ones).
@@ -133,6 +198,8 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         [torch.Size([2, 2, 2]), torch.Size([2, 2, 2])]
     """
 
+    default_sync = True
+
     def __init__(
         self,
         create_env_fns: Sequence[Any],
@@ -140,7 +207,7 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         *,
         frames_per_batch: int,
         total_frames: int = -1,
-        sync: bool = True,
+        sync: bool | None = None,
         update_at_each_batch: bool = False,
         in_process: bool = False,
         timeout: float = 300.0,
@@ -157,18 +224,14 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
                 "create_env_fns: expected a non-empty list of env constructors, "
                 f"got {create_env_fns!r}"
             )
-        self.options = CollectorOptions(**options)
-        CollectorOptions.check_frames(frames_per_batch, total_frames, len(fns) if sync else 1)
-        self.num_workers, self.sync = len(fns), bool(sync)
-        self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
-        self.update_at_each_batch, self.timeout = update_at_each_batch, timeout
-        self.policy = policy
+        self._init_driver(
+            policy, frames_per_batch, total_frames, num_workers=len(fns),
+            sync=self.default_sync if sync is None else sync,
+            options=CollectorOptions(**options), update_each_batch=update_at_each_batch,
+            timeout=timeout, collector_class=Collector,
+        )
+        self.update_at_each_batch = update_at_each_batch
         self.filter_warnings = bool(filter_warnings_subprocess)
-        self.frames = 0
-        self.timing = Timing("Collector main process")
-        self._closed = False
-        self._workers: list[Any] = []
-        self._finalizer = weakref.finalize(self, _close_workers, self._workers)
         self.weight_updater = _shared_updater(self.options.weight_updater, policy)
         worker_opts = {k: v for k, v in options.items() if k not in _MAIN_SIDE}
         if worker_opts.get("init_random_frames"):  # a total, like total_frames: a share each
@@ -176,141 +239,20 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
                 -worker_opts["init_random_frames"] // self.num_workers
             )
         per_worker = frames_per_batch // self.num_workers if self.sync else frames_per_batch
-        try:
-            self._start(
-                fns, policy, per_worker, worker_opts, in_process, num_threads, start_timeout
-            )
-            self._schedule = (SyncSchedule if self.sync else AsyncSchedule)(self, self._workers)
-        except BaseException:
-            self.shutdown()
-            raise
-
-    def _start(
-        self,
-        fns: list,
-        policy: Any,
-        per_worker: int,
-        opts: dict,
-        in_process: bool,
-        threads: Any,
-        timeout: float,
-    ) -> None:
         weights = None
         if self.weight_updater is not None:
             weights = (self.weight_updater.shared, self.weight_updater.sequence)
-        ctx = mp.get_context("spawn")
-        for idx, fn in enumerate(fns):
-            spec = WorkerSpec(fn, policy, per_worker, opts, idx, self.num_workers, weights, threads,
-                              filter_warnings=self.filter_warnings)
-            self._workers.append(InProcessWorker(spec) if in_process else ProcessWorker(spec, ctx))
-        for worker in self._workers:
-            worker.wait_ready(timeout)
-        rows = {w.num_rows for w in self._workers}
-        if len(rows) != 1:
-            raise ValueError(
-                "create_env_fns: every env must have the same number of sub-envs, "
-                f"got {sorted(rows)}"
-            )
-        self.num_rows = rows.pop()
-        per_batch = self.num_rows * (self.num_workers if self.sync else 1)
-        CollectorOptions.check_frames(self.frames_per_batch, self.total_frames, per_batch)
-
-    # -- iteration ---------------------------------------------------------------------
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
-        self._check_open()
-        try:
-            for batch in self._schedule.batches():
-                self.frames += batch.numel()
-                yield self.options.deliver(batch)
-                if self.update_at_each_batch:
-                    self.update_policy_weights_()
-        except WorkerError:
-            self.shutdown()
-            raise
-
-
-    def remaining_frames(self) -> int | None:
-        """Frames still to collect, ``None`` for an endless collector."""
-        return None if self.total_frames < 0 else self.total_frames - self.frames
-
-    # -- commands to every worker ----------------------------------------------------------
-    def _broadcast(
-        self, cmd: str, payloads: Sequence[Any], workers: Sequence[int] | None = None
-    ) -> list[Any]:
-        """Send one command to the selected workers and gather their replies, in order.
-
-        A worker that died or hung shuts the collector down. A command that raised in a
-        worker that keeps serving (``err.alive``) is re-raised after every other reply
-        was read, so the collector stays usable.
-        """
-        self._check_open()
-        selected = [
-            self._workers[i] for i in (range(self.num_workers) if workers is None else workers)
+        specs = [
+            HostSpec(fn, policy, per_worker, worker_opts, idx, self.num_workers, weights=weights,
+                     num_threads=num_threads, shared=True, filter_warnings=self.filter_warnings)
+            for idx, fn in enumerate(fns)
         ]
-        failed: dict[int, WorkerError] = {}
-        try:
-            for worker, payload in zip(selected, payloads, strict=True):
-                _keep_alive_error(failed, worker, worker.send, cmd, payload)
-            replies = [_keep_alive_error(failed, w, w.recv_reply, self.timeout)
-                       for w in selected if w.idx not in failed]
-        except WorkerError:
-            self.shutdown()
-            raise
-        if failed:
-            raise failed[min(failed)]
-        return replies
-
-    def map_fn(self, name: Any, list_of_args: Sequence[Any]) -> list[Any]:
-        """Call a function in every worker; worker ``i`` gets ``list_of_args[i]``.
-
-        Args:
-            name: a Collector method name (``"set_seed"``), a public function of
-                ``rl_profiling`` by its bare name (``"set_profiling_enabled"``), a
-                dotted path (``"rl_profiling.set_profiling_enabled"``) or a picklable
-                callable.
-            list_of_args: one entry per worker: a tuple of positional arguments (a
-                non-tuple value is passed as the single argument).
-
-        Returns:
-            The workers' return values, in worker order.
-
-        Raises:
-            ValueError: ``name`` names nothing (checked here: no worker is called).
-            WorkerError: the call raised in a worker (with its traceback); the workers
-                keep running and the collector stays usable.
-        """
-        name = call_name(name, Collector)
-        if callable(name):  # a notebook's function reaches the workers by value
-            name = Portable(name, "map_fn's function")
-        if len(list_of_args) != self.num_workers:
-            raise ValueError(
-                f"map_fn: expected {self.num_workers} argument entries (one per worker), "
-                f"got {len(list_of_args)}"
-            )
-        args = [a if isinstance(a, tuple) else (a,) for a in list_of_args]
-        return self._broadcast("map_fn", [(name, a) for a in args])
-
-    @profiled("MultiCollector.update_policy_weights_")
-    def update_policy_weights_(self, policy_or_weights: Any = None) -> int:
-        """Write new weights into the shared copy each worker reads when it starts a batch.
-
-        Returns:
-            The new policy version (batches collected with it carry it).
-        """
-        self._check_open()
-        if self.weight_updater is None:
-            raise CollectorError("update_policy_weights_: the policy has no weights to share")
-        return self.weight_updater.push(policy_or_weights)
-
-    def set_seed(self, seed: int, static_seed: bool = False) -> int | None:
-        """Seed worker ``i``'s env with the seed returned by worker ``i - 1``."""
-        for i in range(self.num_workers):
-            seed = self._broadcast("set_seed", [(seed, static_seed)], [i])[0]
-        return seed
+        transport = PipeTransport(timeout)
+        self._start(transport, lambda: transport.start(specs, in_process, start_timeout))
 
     def state_dict(self) -> dict[str, Any]:
         """Frames collected and every worker's Collector state (``worker{i}``)."""
-        states = self._broadcast("state_dict", [None] * self.num_workers)
+        states = self._call(range(self.num_workers), "state_dict", [()] * self.num_workers)
         version = None if self.weight_updater is None else self.weight_updater.version
         return {"frames": self.frames, "num_workers": self.num_workers, "policy_version": version,
                 **{f"worker{i}": s for i, s in enumerate(states)}}
@@ -330,26 +272,8 @@ class MultiCollector(BaseCollector, WorkersProfilingMixin):
         self.frames = int(state["frames"])
         if self.weight_updater is not None and state.get("policy_version") is not None:
             self.weight_updater.restore_version(state["policy_version"])
-        self._broadcast("load_state_dict", [state[f"worker{i}"] for i in range(self.num_workers)])
-
-    # -- profiling (WorkersProfilingMixin's hooks) -------------------------------------------
-    def _worker_count(self) -> int:
-        return self.num_workers
-
-    def _worker_call(self, indices: Sequence[int], name: str, args: tuple) -> list[Any]:
-        payload = args[0] if args else None  # a worker command takes one payload
-        return self._broadcast(name, [payload] * len(indices), indices)
-
-    # -- lifecycle --------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise CollectorClosedError(f"{type(self).__name__}: used after shutdown()")
-
-    def shutdown(self) -> None:
-        """Stop every worker (close, then terminate, then kill; bounded); idempotent."""
-        self._closed = True
-        self._finalizer()
-
+        workers = range(self.num_workers)
+        self._call(workers, "load_state_dict", [(state[f"worker{i}"],) for i in workers])
 
     def __repr__(self) -> str:
         return (
@@ -372,8 +296,7 @@ class MultiSyncCollector(MultiCollector):
         >>> collector.shutdown()
     """
 
-    def __init__(self, create_env_fns: Sequence[Any], policy: Any = None, **kwargs: Any) -> None:
-        super().__init__(create_env_fns, policy, sync=True, **kwargs)
+    default_sync = True
 
 
 class MultiAsyncCollector(MultiCollector):
@@ -382,16 +305,13 @@ class MultiAsyncCollector(MultiCollector):
     Examples:
         >>> from functools import partial
         >>> from rl_envs import GymEnv
-        >>> make_env = partial(GymEnv, "CartPole-v1", num_envs=2)
-        >>> collector = MultiAsyncCollector([make_env] * 2, frames_per_batch=8,
-        ...                                 total_frames=8, in_process=True)
-        >>> next(iter(collector)).batch_size
-        torch.Size([2, 4])
-        >>> collector.shutdown()
+        >>> with MultiAsyncCollector([partial(GymEnv, "CartPole-v1", num_envs=2)] * 2,
+        ...                          frames_per_batch=8, total_frames=8, in_process=True) as c:
+        ...     [batch.batch_size for batch in c]
+        [torch.Size([2, 4])]
     """
 
-    def __init__(self, create_env_fns: Sequence[Any], policy: Any = None, **kwargs: Any) -> None:
-        super().__init__(create_env_fns, policy, sync=False, **kwargs)
+    default_sync = False
 
 
 class AsyncCollector(MultiAsyncCollector):

@@ -11,11 +11,11 @@ Wiring (one place):
   their resources (``remote_config``) and ``RL_PROFILING`` in their ``runtime_env``,
   then schedules ``collect`` calls: sync (one call per actor, results concatenated) or
   async (each actor is re-launched as soon as its batch is taken). The schedules, weight
-  versions, ``map_fn`` / ``set_seed``, profiling and the shutdown guard are
-  :class:`~rl_collectors._distributed_base.RemoteCollectorBase`'s; this module supplies
-  its transport hooks over Ray calls. Every wait is a ``ray.wait`` / ``ray.get`` with a
-  timeout; a failed call becomes a ``WorkerError`` naming the actor, and every actor is
-  killed.
+  versions, ``map_fn`` / ``set_seed``, profiling and the shutdown guard are the
+  :class:`~rl_collectors._driver.CollectorDriver`'s; this module supplies its transport,
+  :class:`RayTransport`, over Ray calls. Every wait is a ``ray.wait`` / ``ray.get`` with
+  a timeout; a failed call becomes a ``WorkerError`` naming the actor, and every actor
+  is killed.
 - Weights: :class:`~rl_collectors._ray_weight_sync.RayWeightUpdater` (one ``ray.put``
   per update, actors pull by version).
 
@@ -28,19 +28,20 @@ import contextlib
 import logging
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from rl_profiling import Timing, profiling_env
+from rl_profiling import profiling_env
 from tensordict import TensorDictBase
 
-from rl_collectors._distributed_base import RemoteCollectorBase
+from rl_collectors._distributed_base import RemoteCollectorBase, concat
+from rl_collectors._host import HostSpec
 from rl_collectors._options import RemoteOptions
 from rl_collectors._ray_actor import CollectorActor
 from rl_collectors._ray_weight_sync import RayWeightUpdater, import_ray
 from rl_collectors.exceptions import WorkerError
 
-__all__ = ["CollectorActor", "RayCollector", "RayWeightUpdater"]
+__all__ = ["CollectorActor", "RayCollector", "RayTransport", "RayWeightUpdater"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +51,6 @@ _START_HINT = (
     " (actors start a Python process and import torch; under `uv run`, Ray may rebuild the "
     "environment for them: set RAY_ENABLE_UV_RUN_RUNTIME_ENV=0, see docs/distributed.md)"
 )
-# CollectorActor methods; the rest: map_fn
-_ACTOR_COMMANDS = ("enable_profile", "disable_profile", "timing")
 
 
 def _release(ray: Any, actors: list[Any], started_ray: list[bool]) -> None:
@@ -91,9 +90,6 @@ class RayCollector(RemoteCollectorBase):
         create_env_fn: an env constructor (a picklable callable), or one per actor.
         policy: as for ``Collector`` (pickled to each actor); an ``nn.Module`` with
             weights gets a :class:`RayWeightUpdater`.
-        frames_per_batch: frames per yielded batch.
-        total_frames: frames in total, ``-1`` for an endless iterator.
-        sync: synchronous (``True``, default) or asynchronous schedule.
         ray_init_config: keyword arguments of ``ray.init`` when Ray is not running.
         remote_config: actor options (``num_cpus``, ``num_gpus``, ``memory``,
             ``resources``, ``runtime_env``, ...), one dict for all actors or one per
@@ -101,11 +97,11 @@ class RayCollector(RemoteCollectorBase):
         weight_updater: a :class:`RayWeightUpdater` (built with or without its source,
             TorchRL's ``RayWeightUpdater()``; this collector binds its policy); default:
             one made here when the policy has weights.
-        options: a :class:`~rl_collectors.RemoteOptions`; every field of it is also
-            accepted as a keyword here (``num_collectors=2``, ``collector_kwargs=...``,
-            ``timeout=...``, ...), replacing the option's value. The launch fields
-            (``launcher``, ``tcp_port``, ``num_threads``, ...) must keep their defaults:
-            Ray starts the actors.
+        **kwargs: ``frames_per_batch``, ``total_frames``, ``sync`` (``True`` by default,
+            see above), ``options`` and the ``RemoteOptions`` fields, as for every remote
+            collector (:class:`~rl_collectors._distributed_base.RemoteCollectorBase`). The
+            launch fields (``launcher``, ``tcp_port``, ``num_threads``, ...) must keep
+            their defaults: Ray starts the actors.
 
     Raises:
         ModuleNotFoundError: Ray is not installed (``pip install rl-collectors[ray]``).
@@ -124,75 +120,102 @@ class RayCollector(RemoteCollectorBase):
         >>> collector.shutdown()  # doctest: +SKIP
     """
 
-
     kind = "actor"
+
+    default_sync = True
 
     def __init__(
         self,
         create_env_fn: Any,
         policy: Any = None,
         *,
-        frames_per_batch: int,
-        total_frames: int = -1,
-        sync: bool = True,
         ray_init_config: dict[str, Any] | None = None,
         remote_config: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         weight_updater: RayWeightUpdater | None = None,
-        options: RemoteOptions | None = None,
-        **keywords: Any,
+        **kwargs: Any,
     ) -> None:
-        opts = RemoteOptions.merge(type(self).__name__, options, keywords)
-        opts.refuse_launch_fields(type(self).__name__)
         if weight_updater is not None and not isinstance(weight_updater, RayWeightUpdater):
             raise ValueError(
                 f"weight_updater: expected a RayWeightUpdater (or None) for Ray actors, got "
                 f"{type(weight_updater).__name__}, which cannot reach another process"
             )
-        self._pending: dict[Any, int] = {}  # in-flight collect calls: ObjectRef -> actor index
-        self._setup(create_env_fn, policy, frames_per_batch, total_frames, sync, opts)
-        self.timing = Timing("RayCollector driver")
-        try:
-            configs = self._remote_configs(remote_config)
-            self._ray = ray = import_ray()
-            self._actors: list[Any] = []
-            self._started: list[bool] = []
-            self._finalizer = weakref.finalize(self, _release, ray, self._actors, self._started)
-            self.weight_updater = weight_updater
-            if weight_updater is None and self._has_weights:
-                self.weight_updater = RayWeightUpdater(policy)
-            elif weight_updater is not None:
-                weight_updater.bind(None, source=policy if self._has_weights else None)
-            self._start_ray(ray_init_config)
-            self._start_actors(configs, opts.start_timeout)
-        except BaseException:
-            self.shutdown()
-            raise
+        self._ray_args = (ray_init_config, remote_config, weight_updater)
+        super().__init__(create_env_fn, policy, **kwargs)
 
-    # -- construction ------------------------------------------------------------------------
-    def _remote_configs(self, remote_config: Any) -> list[dict[str, Any]]:
-        """One options dict per actor, with ``RL_PROFILING`` in its ``runtime_env`` when armed."""
-        if remote_config is None:
-            remote_config = DEFAULT_REMOTE_CONFIG
-        configs = (
-            [remote_config] * self.num_collectors
-            if isinstance(remote_config, dict)
-            else list(remote_config)
+    def _check_options(self, opts: RemoteOptions) -> None:
+        opts.refuse_launch_fields(type(self).__name__)
+
+    def _make_transport(self, opts: RemoteOptions) -> tuple[RayTransport, Callable[[], None]]:
+        ray_init_config, remote_config, weight_updater = self._ray_args
+        configs = _remote_configs(remote_config, self.num_workers)
+        if self._has_weights:  # one ray.put per push; actors pull it with their next collect
+            self.weight_updater = weight_updater or RayWeightUpdater(self.policy)
+            self.weight_updater.bind(None, source=self.policy)
+        # Ray gives actors their CPUs and RL_PROFILING (remote_config's runtime_env)
+        specs = [self.rank_spec(i, num_threads=None, profiling=None)
+                 for i in range(self.num_workers)]
+        transport = RayTransport(self.timeout)
+        return transport, lambda: transport.start(ray_init_config, configs, specs,
+                                                  opts.start_timeout)
+
+    @property
+    def actor_info(self) -> list[dict[str, Any]]:
+        """Each actor's start-up reply (``idx``, ``pid``, ``node_id``, ``num_rows``), in
+        actor order."""
+        return getattr(self, "rank_info", [])
+
+    @property
+    def actors(self) -> list[Any]:
+        """The Ray actor handles, in actor order (empty after ``shutdown()``)."""
+        return list(self.transport.actors) if self.transport is not None else []
+
+
+def _remote_configs(remote_config: Any, num_actors: int) -> list[dict[str, Any]]:
+    """One options dict per actor, with ``RL_PROFILING`` in its ``runtime_env`` when armed."""
+    if remote_config is None:
+        remote_config = DEFAULT_REMOTE_CONFIG
+    configs = [remote_config] * num_actors if isinstance(remote_config, dict) else list(
+        remote_config
+    )
+    if len(configs) != num_actors or not all(isinstance(c, dict) for c in configs):
+        raise ValueError(
+            f"remote_config: expected a dict or a list of {num_actors} dicts, "
+            f"got {remote_config!r}"
         )
-        if len(configs) != self.num_collectors or not all(isinstance(c, dict) for c in configs):
-            raise ValueError(
-                f"remote_config: expected a dict or a list of {self.num_collectors} dicts, "
-                f"got {remote_config!r}"
-            )
-        out = []
-        for config in configs:
-            config = dict(config)
-            runtime_env = dict(config.get("runtime_env") or {})
-            env_vars = {**profiling_env(), **runtime_env.get("env_vars", {})}
-            if env_vars:
-                runtime_env["env_vars"] = env_vars
-                config["runtime_env"] = runtime_env
-            out.append(config)
-        return out
+    out = []
+    for config in configs:
+        config = dict(config)
+        runtime_env = dict(config.get("runtime_env") or {})
+        env_vars = {**profiling_env(), **runtime_env.get("env_vars", {})}
+        if env_vars:
+            runtime_env["env_vars"] = env_vars
+            config["runtime_env"] = runtime_env
+        out.append(config)
+    return out
+
+
+class RayTransport:
+    """The :class:`~rl_collectors._driver.Transport` over Ray actor calls: host ``i`` is
+    actor ``i``; the weights' ``(ObjectRef, version)`` goes with each collect call."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout, self.infos = timeout, []
+        self.actors: list[Any] = []
+        self._pending: dict[Any, int] = {}  # in-flight collect calls: ObjectRef -> actor index
+        self._started: list[bool] = []
+        self._ray: Any = None
+        self._finalizer: Any = None
+
+    def start(self, ray_init_config: dict[str, Any] | None, configs: list[dict[str, Any]],
+              specs: list[HostSpec], timeout: float) -> None:
+        self._ray = ray = import_ray()
+        self._finalizer = weakref.finalize(self, _release, ray, self.actors, self._started)
+        self._start_ray(ray_init_config)
+        remote = ray.remote(CollectorActor)
+        for config, spec in zip(configs, specs, strict=True):
+            self.actors.append(remote.options(**config).remote(spec))
+        refs = {actor.ready.remote(): i for i, actor in enumerate(self.actors)}
+        self.infos = self._gather(refs, "ready", timeout)
 
     def _start_ray(self, ray_init_config: dict[str, Any] | None) -> None:
         ray = self._ray
@@ -206,34 +229,9 @@ class RayCollector(RemoteCollectorBase):
         ray.init(**(ray_init_config or {}))
         self._started.append(True)
 
-    def _start_actors(self, configs: list[dict[str, Any]], timeout: float) -> None:
-        remote = self._ray.remote(CollectorActor)
-        for idx, (fn, config) in enumerate(zip(self.env_fns, configs, strict=True)):
-            actor = remote.options(**config).remote(
-                self.collector_class,
-                fn,
-                self.policy,
-                self.per_rank,
-                self.rank_kwargs,
-                idx,
-                self.num_collectors,
-            )
-            self._actors.append(actor)
-        self._ready(
-            self._gather(
-                {actor.ready.remote(): i for i, actor in enumerate(self._actors)}, "ready", timeout
-            )
-        )
-
-    @property
-    def actor_info(self) -> list[dict[str, Any]]:
-        """Each actor's start-up reply (``idx``, ``pid``, ``node_id``, ``num_rows``), in
-        actor order."""
-        return getattr(self, "rank_info", [])
-
     # -- calls and errors ------------------------------------------------------------------------
     def _name(self, idx: int) -> str:
-        info = self.actor_info[idx] if idx < len(self.actor_info) else {}
+        info = self.infos[idx] if idx < len(self.infos) else {}
         where = f" (pid {info['pid']} on node {info['node_id'][:12]})" if "pid" in info else ""
         return f"Ray actor {idx}{where}"
 
@@ -288,40 +286,28 @@ class RayCollector(RemoteCollectorBase):
             results[idx] = self._get(ref, idx, what, timeout)
         return [results[i] for i in sorted(results)]
 
-    # -- transport hooks (RemoteCollectorBase) ---------------------------------------------------
-    def _latest(self) -> tuple[Any, int] | None:
-        return None if self.weight_updater is None else self.weight_updater.latest()
+    # -- the Transport interface ----------------------------------------------------------
+    def request(self, idx: int, steps: int, weights: tuple[Any, int] | None) -> None:
+        self._pending[self.actors[idx].collect.remote(steps, weights)] = idx
 
-    def _collect_request(self, idx: int, steps: int) -> None:
-        self._pending[self._actors[idx].collect.remote(steps, self._latest())] = idx
-
-    def _receive_batch(self, indices: Sequence[int]) -> tuple[int, TensorDictBase]:
+    def receive(self, indices: Sequence[int]) -> tuple[int, TensorDictBase]:
         wanted = set(indices)
         ref = self._wait_any({ref: i for ref, i in self._pending.items() if i in wanted})
         idx = self._pending.pop(ref)
         return idx, self._get(ref, idx, "collect")
 
-    def _call(self, indices: list[int], name: Any, args: list[tuple]) -> list[Any]:
-        actors, what = self._actors, name if isinstance(name, str) else "map_fn"
-        if isinstance(name, str) and name in _ACTOR_COMMANDS:
-            refs = {
-                getattr(actors[i], name).remote(*a): i for i, a in zip(indices, args, strict=True)
-            }
-        else:
-            refs = {actors[i].map_fn.remote(name, a): i for i, a in zip(indices, args, strict=True)}
+    def call(self, indices: Sequence[int], name: Any, args: Sequence[tuple]) -> list[Any]:
+        what = name if isinstance(name, str) else "map_fn"
+        refs = {self.actors[i].call.remote(name, a): i for i, a in zip(indices, args, strict=True)}
         return self._gather(refs, what)
 
-    def _push_weights(self, weights: TensorDictBase) -> None:
-        self.weight_updater.push(weights)  # one ray.put; actors pull it with their next collect
+    stack = staticmethod(concat)
 
-    def _teardown(self) -> None:
-        """Kill our actors; shut Ray down only if this collector started it."""
+    def own(self, batch: TensorDictBase) -> TensorDictBase:
+        return batch  # deserialised from the object store
+
+    def close(self) -> None:
+        """Kill our actors; shut Ray down only if this transport started it."""
         self._pending.clear()
-        finalizer = getattr(self, "_finalizer", None)
-        if finalizer is not None:
-            finalizer()
-
-    @property
-    def actors(self) -> list[Any]:
-        """The Ray actor handles, in actor order (empty after ``shutdown()``)."""
-        return list(getattr(self, "_actors", []))
+        if self._finalizer is not None:
+            self._finalizer()

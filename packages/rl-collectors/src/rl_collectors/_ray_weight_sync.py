@@ -12,11 +12,11 @@ Ray is the ``[ray]`` extra of rl-collectors: :func:`import_ray` imports it lazil
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
+from rl_collectors._launchers import import_optional
 from rl_collectors.exceptions import CollectorError
-from rl_collectors.weight_sync import WeightUpdaterBase, weights_of
+from rl_collectors.weight_sync import LatestWeightsUpdater, weights_of
 
 __all__ = ["RayWeightUpdater", "RayWeightsReader", "import_ray"]
 
@@ -26,19 +26,15 @@ RAY_MISSING = (
 
 
 def import_ray() -> Any:
-    """Import and return the ``ray`` module, with an install hint when it is missing.
-
-    Raises:
-        ModuleNotFoundError: Ray is not installed (the message says how to install it).
-    """
-    if importlib.util.find_spec("ray") is None:
-        raise ModuleNotFoundError(RAY_MISSING, name="ray")
-    import ray
-
-    return ray
+    """Import and return the ``ray`` module, with an install hint when it is missing."""
+    return import_optional("ray", RAY_MISSING)
 
 
-class RayWeightUpdater(WeightUpdaterBase):
+def _put(weights: Any) -> Any:
+    return import_ray().put(weights)
+
+
+class RayWeightUpdater(LatestWeightsUpdater):
     """Put new policy weights once in Ray's object store; actors pull them by version.
 
     Each :meth:`push` serialises the weights (moved to the CPU, detached) with
@@ -74,16 +70,7 @@ class RayWeightUpdater(WeightUpdaterBase):
                 f"RayWeightUpdater: source: expected a policy with weights or a TensorDict of "
                 f"weights, got {type(source).__name__} (no weights)"
             )
-        super().__init__(source)
-        self.ref: Any = None
-
-    def _push(self, weights: Any) -> None:
-        ray = import_ray()
-        self.ref = ray.put(weights.detach().to("cpu"))
-
-    def latest(self) -> tuple[Any, int] | None:
-        """``(ObjectRef, version)`` of the newest weights, ``None`` before the first push."""
-        return None if self.ref is None else (self.ref, self.version)
+        super().__init__(source, pack=_put)
 
 
 class RayWeightsReader:
@@ -97,18 +84,12 @@ class RayWeightsReader:
         self.timeout = timeout
         self.version = 0
 
-    def pull(self, collector: Any, latest: tuple[Any, int] | None) -> int:
-        """Load the weights of ``latest`` into ``collector`` if newer; return the version.
-
-        The weights go through ``collector.update_policy_weights_`` (the Collector's
-        own weight updater); the collector's ``policy_version`` is set to the driver's
-        version so batches are tagged with it.
-        """
+    def pull(self, host: Any, latest: tuple[Any, int] | None) -> int:
+        """Load the weights of ``latest`` into ``host`` (a ``HostRuntime``) if newer;
+        return the version the host's batches are tagged with."""
         if latest is None or latest[1] <= self.version:
             return self.version
         ref, version = latest
-        ray = import_ray()
-        weights = ray.get(ref, timeout=self.timeout)
-        collector.update_policy_weights_(weights)
-        collector.policy_version = self.version = version
+        host.load_weights(import_ray().get(ref, timeout=self.timeout), version)
+        self.version = version
         return version

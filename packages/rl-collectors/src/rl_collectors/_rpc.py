@@ -6,9 +6,9 @@ Wiring (one place):
   launcher (``_launchers.py``) starts ``"collector{rank}"`` for ranks ``1..N``
   (:func:`run_rpc_rank`). Each writes its ready key in the store, joins RPC, and waits
   for calls until the trainer calls ``_rpc_stop`` or its store goes away.
-- Calls: ``_rpc_build(spec_bytes, idx)`` loads the spec (``rl_envs.processes``) and
+- Calls: ``_rpc_build(spec_bytes)`` loads the spec (``rl_envs.processes``) and
   builds the rank's collector (a
-  :class:`~rl_collectors._distributed_worker.RankRuntime`, the same as the
+  :class:`~rl_collectors._distributed_worker.PackedHostRuntime`, the same as the
   torch.distributed collector's); ``_rpc_collect(steps, weights, version)`` loads newer
   weights when given and returns the batch as one flat byte tensor; ``_rpc_call`` serves
   ``map_fn``, profiling and timings.
@@ -26,23 +26,24 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from rl_envs.processes import dumps as portable_dumps
 from rl_envs.processes import loads as portable_loads
-from rl_profiling import Timing, profiling_env
 from tensordict import TensorDictBase
 
-from rl_collectors._distributed_base import RemoteCollectorBase
-from rl_collectors._distributed_worker import READY_KEY, RankRuntime
-from rl_collectors._launchers import make_launcher
+from rl_collectors._distributed_base import RemoteCollectorBase, concat
+from rl_collectors._distributed_worker import READY_KEY, PackedHostRuntime
+from rl_collectors._host import HostSpec
+from rl_collectors._launchers import launch_ranks, make_launcher
 from rl_collectors._options import RemoteOptions
 from rl_collectors.exceptions import CollectorError, WorkerError
+from rl_collectors.weight_sync import LatestWeightsUpdater
 
-__all__ = ["RPCDataCollector", "run_rpc_rank"]
+__all__ = ["RPCDataCollector", "RPCTransport", "run_rpc_rank"]
 
 _STATE: dict[str, Any] = {}
 _STOP = threading.Event()
@@ -50,12 +51,12 @@ _SLICE = 0.1
 
 
 # -- the collector ranks' side ---------------------------------------------------------------------
-def _rpc_build(data: bytes, idx: int) -> dict[str, Any]:
+def _rpc_build(data: bytes) -> dict[str, Any]:
     """Load the spec (by reference or by value, see ``rl_envs.processes``) and build the
     collector."""
     try:  # a start-up error goes back as this worker's traceback, as from the other components
         spec = portable_loads(data, "the collector spec (create_env_fn, policy, collector_kwargs)")
-        _STATE["runtime"] = runtime = RankRuntime(spec, idx)
+        _STATE["runtime"] = runtime = PackedHostRuntime(spec)
     except Exception:
         return {"error": traceback.format_exc()}
     return runtime.info()
@@ -174,96 +175,57 @@ class RPCDataCollector(RemoteCollectorBase):
 
     kind = "RPC worker"
 
-    def __init__(
-        self,
-        create_env_fn: Any,
-        policy: Any = None,
-        *,
-        frames_per_batch: int,
-        total_frames: int = -1,
-        sync: bool = False,
-        options: RemoteOptions | None = None,
-        **keywords: Any,
-    ) -> None:
-        opts = RemoteOptions.merge(type(self).__name__, options, keywords)
+    def _check_options(self, opts: RemoteOptions) -> None:
         if opts.launcher not in ("mp", "submitit"):
             raise ValueError(
                 f"launcher: expected 'mp' or 'submitit' for RPCDataCollector, got {opts.launcher!r}"
             )
         if _STATE.get("initialised"):  # before any worker starts
             raise CollectorError(ONCE_PER_PROCESS)
-        self._setup(create_env_fn, policy, frames_per_batch, total_frames, sync, opts)
-        self.timing = Timing("RPCDataCollector trainer")
+
+    def _make_transport(self, opts: RemoteOptions) -> tuple[RPCTransport, Callable[[], None]]:
+        if self._has_weights:
+            self.weight_updater = LatestWeightsUpdater(self.policy)
+        specs = [self.rank_spec(i) for i in range(self.num_workers)]
+        transport = RPCTransport(self.num_workers, self.timeout)
+        return transport, lambda: transport.start(specs, opts)
+
+
+class RPCTransport:
+    """The :class:`~rl_collectors._driver.Transport` over ``torch.distributed.rpc`` calls:
+    the trainer is RPC worker ``"trainer"``, host ``i`` is ``"collector{i + 1}"``."""
+
+    def __init__(self, num_workers: int, timeout: float) -> None:
+        self.num_workers, self.timeout = num_workers, timeout
+        self.infos: list[dict[str, Any]] = []
         self._store: Any = None
         self._rpc_up = False
         self.handles: dict[int, Any] = {}
         self._futures: dict[int, tuple[Any, int]] = {}
         self._done: queue.Queue = queue.Queue()
-        self._weights: TensorDictBase | None = None
-        self._versions = [0] * self.num_collectors
-        try:
-            launcher_obj = make_launcher(
-                opts.launcher, opts.submitit_executor, opts.submitit_folder, opts.slurm_kwargs
-            )
-            self._join(launcher_obj, opts.tcp_port, opts.master_addr, opts.start_timeout)
-            self._start_collectors(opts.num_threads, opts.start_timeout)
-        except BaseException:
-            self.shutdown()
-            raise
+        self._versions = [0] * num_workers
 
-    def _join(
-        self, launcher: Any, tcp_port: int | None, master_addr: str | None, timeout: float
-    ) -> None:
-        world = self.num_collectors + 1
-        addr = master_addr or launcher.default_addr
-        # multi_tenant: init_rpc's own store on this port reuses this server
-        self._store = dist.TCPStore(
-            "0.0.0.0",
-            tcp_port or 0,
-            world,
-            is_master=True,
-            wait_for_workers=False,
-            timeout=datetime.timedelta(seconds=timeout),
-            multi_tenant=True,
+    def start(self, specs: list[HostSpec], opts: RemoteOptions) -> None:
+        launcher = make_launcher(
+            opts.launcher, opts.submitit_executor, opts.submitit_folder, opts.slurm_kwargs
         )
-        port = self._store.port
-        args = [(addr, port, r, world, self.timeout) for r in range(1, world)]
-        self.handles = {h.rank: h for h in launcher.launch(run_rpc_rank, args)}
-        deadline = time.monotonic() + timeout
-        for rank in range(1, world):
-            while not self._store.check([READY_KEY.format(rank=rank)]):
-                self._check_alive([rank - 1], "start")
-                if time.monotonic() > deadline:
-                    raise WorkerError(
-                        rank - 1, f"RPC worker {rank} did not join within {timeout} s"
-                    )
-                time.sleep(0.05)
-        _init_rpc("trainer", 0, world, addr, port, self.timeout)
+        # multi_tenant: init_rpc's own store on this port reuses this server
+        self._store, addr = launch_ranks(
+            launcher, run_rpc_rank, (self.timeout,), self.num_workers, self.handles, opts,
+            opts.start_timeout, READY_KEY, name="RPC worker", multi_tenant=True,
+        )
+        _init_rpc("trainer", 0, self.num_workers + 1, addr, self._store.port, self.timeout)
         self._rpc_up = True
-
-    def _start_collectors(self, num_threads: int | None, timeout: float) -> None:
-        spec = {
-            "collector_class": self.collector_class,
-            "policy": self.policy,
-            "frames_per_batch": self.per_rank,
-            "kwargs": self.rank_kwargs,
-            "num_threads": num_threads,
-            "num_collectors": self.num_collectors,
-            "num_workers_per_collector": self.num_workers_per_collector,
-            "profiling": bool(profiling_env()),
-        }
-        for idx, fn in enumerate(self.env_fns):
-            data = portable_dumps(
-                {**spec, "create_env_fn": fn}, "create_env_fn, policy or collector_kwargs"
-            )
-            self._submit(idx, _rpc_build, (data, idx), 0, timeout)
-        infos = [self._wait([i], "start", timeout)[1] for i in range(self.num_collectors)]
+        for idx, spec in enumerate(specs):
+            data = portable_dumps(spec, "create_env_fn, policy or collector_kwargs")
+            self._submit(idx, _rpc_build, (data,), 0, opts.start_timeout)
+        infos = [self._wait([i], "start", opts.start_timeout)[1] for i in range(self.num_workers)]
         for i, info in enumerate(infos):
             if "error" in info:
                 raise WorkerError(
                     i, f"RPC worker {i + 1} (rank {i + 1}) failed to start", info["error"]
                 )
-        self._ready(infos)
+        self.infos = infos
 
     # -- futures -------------------------------------------------------------------------------
     def _submit(
@@ -317,42 +279,41 @@ class RPCDataCollector(RemoteCollectorBase):
                         f"{[i + 1 for i in indices]}",
                     ) from None
 
-    # -- transport hooks ----------------------------------------------------------------------
-    def _collect_request(self, idx: int, steps: int) -> None:
-        newer = self._weights is not None and self._versions[idx] < self.policy_version
-        self._submit(
-            idx, _rpc_collect, (steps, self._weights if newer else None, self.policy_version), steps
-        )
+    # -- the Transport interface ----------------------------------------------------------
+    def request(self, idx: int, steps: int, weights: tuple[Any, int] | None) -> None:
+        newer = weights is not None and self._versions[idx] < weights[1]
+        sent = (weights[0], weights[1]) if newer else (None, 0)
+        self._submit(idx, _rpc_collect, (steps, *sent), steps)
         if newer:
-            self._versions[idx] = self.policy_version
+            self._versions[idx] = weights[1]
 
-    def _receive_batch(self, indices: Sequence[int]) -> tuple[int, TensorDictBase]:
+    def receive(self, indices: Sequence[int]) -> tuple[int, TensorDictBase]:
         idx, flat, steps = self._wait(indices, "collect")
-        layout = self.layouts[0]
+        layout = self.infos[0]["layout"]
         layout = layout if steps == layout.steps else layout.with_steps(steps)
         return idx, layout.unpack(flat)
 
-    def _call(self, indices: list[int], name: Any, args: list[tuple]) -> list[Any]:
+    def call(self, indices: Sequence[int], name: Any, args: Sequence[tuple]) -> list[Any]:
         for idx, a in zip(indices, args, strict=True):
             self._submit(idx, _rpc_call, (name, a), 0)
         return [self._wait([i], str(name))[1] for i in indices]
 
-    def _push_weights(self, weights: TensorDictBase) -> None:
-        self._weights = weights.detach().to("cpu").clone()
+    stack = staticmethod(concat)
 
-    def _teardown(self) -> None:
+    def own(self, batch: TensorDictBase) -> TensorDictBase:
+        return batch  # unpacked from the call's own result
+
+    def close(self) -> None:
         from torch.distributed import rpc
 
         if self._rpc_up:
             stops = []
-            for idx in range(self.num_collectors):
+            for idx in range(self.num_workers):
                 handle = self.handles.get(idx + 1)
                 if handle is None or handle.alive():
                     stops.append(rpc.rpc_async(f"collector{idx + 1}", _rpc_stop, timeout=3.0))
-            for fut in stops:
-                with contextlib.suppress(
-                    Exception
-                ):  # a dead or busy worker: the launcher ends it below
+            for fut in stops:  # a dead or busy worker: the launcher ends it below
+                with contextlib.suppress(Exception):
                     fut.wait()
             self._rpc_up = False
             rpc.shutdown(graceful=False)

@@ -1,203 +1,68 @@
-"""Workers: a Collector behind a small command protocol, in a process or in this process.
+"""Worker processes: the pipe I/O around a :class:`~rl_collectors._host.HostRuntime`.
 
 Wiring (one place):
 
-- ``WorkerSpec`` (pickled to the worker at spawn): env constructor, policy, Collector
-  options, shared weights, worker index. The user's objects (env constructor, policy,
-  options with ``postproc``) cross as :class:`rl_envs.processes.Portable`: by reference
-  when importable, by value (cloudpickle) when defined in ``__main__``, lambdas or
-  closures; the worker loads them inside its error handling, so a failure to load or to
-  build reaches the trainer as ``WorkerError("failed to start: <the worker's exception>")``.
-- ``WorkerRuntime`` (in the worker): builds the Collector with its batch in shared
-  memory and answers commands (``collect``, ``map_fn``, ``enable_profile``, ...).
+- ``HostSpec`` (``_host.py``, pickled to the worker at spawn): env constructor, policy,
+  Collector options, shared weights, worker index. The user's objects cross as
+  :class:`rl_envs.processes.Portable`: by reference when importable, by value
+  (cloudpickle) when defined in ``__main__``, lambdas or closures; the worker loads them
+  inside its error handling, so a failure to load or to build reaches the trainer as
+  ``WorkerError("failed to start: <the worker's exception>")``.
+- :func:`handle` (in the worker): the two commands, ``collect`` (pull newer shared
+  weights, collect into the shared batch) and ``call`` (``HostRuntime.call``).
 - ``worker_main`` (the process target): sends ``("ready", buffer)`` once (the shared
   batch crosses the pipe as file descriptors), then loops on the pipe; every reply is
   ``("batch" | "reply" | "error", payload)``. It polls with a timeout and exits when the
   parent process is gone.
 - ``ProcessWorker`` / ``InProcessWorker`` (main side): the same interface over a spawned
-  process or a runtime living here (``in_process=True``: pdb and cProfile work).
+  process or a runtime living here (``in_process=True``: pdb and cProfile work); the
+  :class:`~rl_collectors._multi.PipeTransport` drives them.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import time
 import traceback
 import warnings
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 import torch.multiprocessing  # noqa: F401  (registers the shared-memory pickling of tensors)
-from rl_envs.processes import Portable, start_process, stop_processes
+from rl_envs.processes import start_process, stop_processes
 
+from rl_collectors._host import HostRuntime, HostSpec
 from rl_collectors.exceptions import WorkerError
 from rl_collectors.weight_sync import SharedWeightsReader
 
-__all__ = [
-    "InProcessWorker", "ProcessWorker", "WorkerRuntime", "WorkerSpec", "bind_hosted", "call_name",
-    "resolve_call", "worker_main",
-]
+__all__ = ["InProcessWorker", "ProcessWorker", "handle", "worker_main"]
 
 _POLL = 0.2  # seconds between liveness checks while waiting
 
 
-@dataclass
-class WorkerSpec:
-    """Everything a worker needs to build its Collector (pickled at spawn)."""
-
-    create_env_fn: Any
-    policy: Any
-    frames_per_batch: int
-    options: dict[str, Any]
-    worker_idx: int
-    num_workers: int
-    weights: tuple[Any, Any] | None = None  # (shared TensorDict, sequence counter)
-    num_threads: int | None = 1
-    shared: bool = True
-    env: dict[str, Any] = field(default_factory=dict)
-    filter_warnings: bool = True
-
-    _PORTABLE = {
-        "create_env_fn": "create_env_fn",
-        "policy": "policy",
-        "options": "collector options",
-    }
-
-    def portable(self) -> WorkerSpec:
-        """This spec with the user's objects wrapped for a spawned process."""
-        return dataclasses.replace(
-            self, **{f: Portable(getattr(self, f), what) for f, what in self._PORTABLE.items()}
-        )
-
-    def loaded(self) -> WorkerSpec:
-        """In the worker: the spec with the user's objects loaded (may raise their errors)."""
-        return dataclasses.replace(self, **{f: getattr(self, f).load() for f in self._PORTABLE})
+def handle(runtime: HostRuntime, cmd: str, payload: Any) -> tuple[str, Any]:
+    """Run one pipe command; returns ``(kind, payload)``. ``collect`` first pulls newer
+    weights from the shared copy (``runtime.reader``), then collects into the shared batch."""
+    if cmd == "collect":
+        c = runtime.collector
+        if runtime.reader is not None:
+            c.policy_version = runtime.reader.pull(c.policy)
+        runtime.batch(payload)
+        return "batch", (payload, c.policy_version)
+    if cmd == "call":
+        return "reply", runtime.call(*payload)
+    raise ValueError(f"unknown worker command {cmd!r}")
 
 
-class WorkerRuntime:
-    """One Collector answering commands; the same code in a process and in-process."""
-
-    def __init__(self, spec: WorkerSpec) -> None:
-        from rl_collectors._collector import Collector
-
-        if spec.num_threads is not None:
-            torch.set_num_threads(spec.num_threads)
-        self.collector = Collector(
-            spec.create_env_fn, spec.policy, frames_per_batch=spec.frames_per_batch, **spec.options
-        )
-        self.collector.bind_worker(spec.worker_idx, spec.num_workers)
-        if spec.shared:
-            self.collector.share_buffer()
-        self.reader = SharedWeightsReader(*spec.weights) if spec.weights is not None else None
-
-    @property
-    def buffer(self) -> Any:
-        return self.collector.buffer
-
-    @property
-    def num_rows(self) -> int:
-        """The number of sub-envs (rows of the batch)."""
-        return self.collector.env.batch_size.numel()
-
-    def handle(self, cmd: str, payload: Any) -> tuple[str, Any]:
-        """Run one command; returns ``(kind, payload)``."""
-        c = self.collector
-        if cmd == "collect":
-            if self.reader is not None:
-                c.policy_version = self.reader.pull(c.policy)
-            c.collect_view(payload)
-            return "batch", (payload, c.policy_version)
-        if cmd == "map_fn":
-            name, args = payload
-            return "reply", resolve_call(c, name)(*args)
-        if cmd == "enable_profile":
-            c.enable_profile(config=payload)
-            return "reply", None
-        if cmd == "disable_profile":
-            return "reply", c.disable_profile()
-        if cmd == "timing":
-            return "reply", c.timing
-        if cmd == "set_seed":
-            return "reply", c.set_seed(*payload)
-        if cmd == "state_dict":
-            return "reply", c.state_dict()
-        if cmd == "load_state_dict":
-            return "reply", c.load_state_dict(payload)
-        raise ValueError(f"unknown worker command {cmd!r}")
-
-    def close(self) -> None:
-        self.collector.shutdown()
+def start_runtime(spec: HostSpec) -> HostRuntime:
+    """The worker's runtime, with the reader of the shared weights when there are any."""
+    runtime = HostRuntime(spec)
+    runtime.reader = SharedWeightsReader(*spec.weights) if spec.weights is not None else None
+    return runtime
 
 
-def call_name(name: Any, collector_class: Any = None) -> Any:
-    """Check ``map_fn``'s ``name`` in the main process; return what to send the workers.
-
-    A callable is sent as is; a method of ``collector_class`` by name; a bare public
-    function of ``rl_profiling`` (``"set_profiling_enabled"``, as the docs write it) as
-    its dotted path; a dotted ``"module.function"`` path after checking it imports here.
-
-    Raises:
-        ValueError: ``name`` is none of these (nothing was sent: the workers keep running).
-    """
-    if callable(name):
-        return name
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"map_fn: name: expected a method name, a 'module.function' path or a "
-                         f"callable, got {name!r}")
-    if collector_class is not None and hasattr(collector_class, name):
-        return name
-    if "." not in name:
-        import rl_profiling
-
-        if name in rl_profiling.__all__ and callable(getattr(rl_profiling, name)):
-            return f"rl_profiling.{name}"
-        owner = "collector" if collector_class is None else collector_class.__name__
-        raise ValueError(f"map_fn: name: {name!r} is neither a {owner} method, an rl_profiling "
-                         "function nor a 'module.function' path (no worker was called)")
-    module, _, attr = name.rpartition(".")
-    try:
-        found = callable(getattr(importlib.import_module(module), attr, None))
-    except ImportError as err:
-        raise ValueError(f"map_fn: name: cannot import {module!r} for {name!r}: {err}") from None
-    if not found:
-        raise ValueError(f"map_fn: name: {module!r} has no function {attr!r}")
-    return name
-
-
-def resolve_call(collector: Any, name: Any) -> Any:
-    """``map_fn``'s target in a worker: a collector method, a function or a callable."""
-    if isinstance(name, Portable):
-        return name.load()
-    if callable(name):
-        return name
-    if hasattr(collector, name):
-        return getattr(collector, name)
-    module, _, attr = call_name(name).rpartition(".")
-    return getattr(importlib.import_module(module), attr)
-
-
-def bind_hosted(collector: Any, worker_idx: int, num_workers: int) -> bool:
-    """Give a collector hosted in a worker, rank or actor its worker index.
-
-    Returns whether its trajectory ids now are ``k * num_workers + worker_idx`` (unique
-    across workers). A ``Collector`` gets both (``bind_worker``); another class with
-    per-collector profiling (``AsyncBatchedCollector``) only its profiling index; any
-    other class (``MultiCollector``) nothing, and its host remaps each batch's ids itself.
-    """
-    if hasattr(collector, "bind_worker"):
-        collector.bind_worker(worker_idx, num_workers)
-        return True
-    if hasattr(collector, "init_worker_profiling"):
-        collector.init_worker_profiling(worker_idx)
-    return False
-
-
-def worker_main(spec: WorkerSpec, conn: Any) -> None:
+def worker_main(spec: HostSpec, conn: Any) -> None:
     """Process target: build the runtime, then serve commands until ``close`` or orphaned.
 
     With ``spec.filter_warnings`` (``filter_warnings_subprocess``, the default) every
@@ -207,8 +72,8 @@ def worker_main(spec: WorkerSpec, conn: Any) -> None:
     if spec.filter_warnings:
         warnings.filterwarnings("ignore")
     try:
-        runtime = WorkerRuntime(spec.loaded())
-        conn.send(("ready", (runtime.buffer, runtime.num_rows)))
+        runtime = start_runtime(spec.loaded())
+        conn.send(("ready", (runtime.template, runtime.num_rows)))
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
@@ -229,7 +94,7 @@ def worker_main(spec: WorkerSpec, conn: Any) -> None:
             if cmd == "close":
                 return
             try:
-                conn.send(runtime.handle(cmd, payload))
+                conn.send(handle(runtime, cmd, payload))
             except Exception:
                 conn.send(("error", traceback.format_exc()))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
@@ -241,7 +106,7 @@ def worker_main(spec: WorkerSpec, conn: Any) -> None:
 class ProcessWorker:
     """Main-side handle of one spawned worker process."""
 
-    def __init__(self, spec: WorkerSpec, ctx: Any) -> None:
+    def __init__(self, spec: HostSpec, ctx: Any) -> None:
         self.idx = spec.worker_idx
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
@@ -333,15 +198,15 @@ class ProcessWorker:
 class InProcessWorker:
     """The same interface as :class:`ProcessWorker`, running the runtime right here."""
 
-    def __init__(self, spec: WorkerSpec) -> None:
+    def __init__(self, spec: HostSpec) -> None:
         self.idx = spec.worker_idx
         spec.shared = False
         spec.num_threads = None
         try:
-            self.runtime: WorkerRuntime | None = WorkerRuntime(spec)
+            self.runtime: HostRuntime | None = start_runtime(spec)
         except Exception as err:
             raise WorkerError(self.idx, "raised", traceback.format_exc()) from err
-        self.buffer = self.runtime.buffer
+        self.buffer = self.runtime.template
         self.num_rows = self.runtime.num_rows
         self.batches: deque[Any] = deque()
         self.replies: deque[Any] = deque()
@@ -353,7 +218,7 @@ class InProcessWorker:
         if self.runtime is None:
             raise WorkerError(self.idx, f"cannot send {cmd!r}: closed")
         try:
-            kind, result = self.runtime.handle(cmd, payload)
+            kind, result = handle(self.runtime, cmd, payload)
         except Exception as err:
             raise WorkerError(self.idx, "raised", traceback.format_exc(), alive=True) from err
         (self.batches if kind == "batch" else self.replies).append(result)

@@ -26,6 +26,7 @@ from tensordict import TensorDict, TensorDictBase
 from rl_collectors.exceptions import CollectorError
 
 __all__ = [
+    "LatestWeightsUpdater",
     "MultiProcessedWeightUpdater",
     "SharedWeightsReader",
     "VanillaWeightUpdater",
@@ -103,6 +104,11 @@ class WeightUpdaterBase:
     def _check_bound(self) -> None:
         """Raise ``CollectorError`` when the updater has nowhere to write yet."""
 
+    def latest(self) -> tuple[Any, int] | None:
+        """What a transport sends with its next request: ``(weights, version)``; ``None``
+        when there is nothing to send (nothing pushed, or the hosts read shared memory)."""
+        return None
+
     def push(self, policy_or_weights: Any = None) -> int:
         """Write new weights where the collector's policy reads them; returns the new version.
 
@@ -113,9 +119,9 @@ class WeightUpdaterBase:
         self._check_bound()
         weights = weights_of(policy_or_weights if policy_or_weights is not None else self._source)
         if weights is None and (policy_or_weights is not None or self._source is not None):
+            what = type(policy_or_weights or self._source).__name__
             raise CollectorError(
-                f"update_policy_weights_: the policy {type(policy_or_weights or self._source).__name__} "
-                "has no weights to send"
+                f"update_policy_weights_: the policy {what} has no weights to send"
             )
         if weights is not None:
             self._push(weights)
@@ -250,6 +256,35 @@ class MultiProcessedWeightUpdater(WeightUpdaterBase):
             self.sequence += 1  # odd: a write is in progress
             self.shared.update_(weights)
             self.sequence += 1
+
+
+class LatestWeightsUpdater(WeightUpdaterBase):
+    """Keep the newest weights, packed once per push, for a transport that sends them to
+    each host with its next request (torch.distributed, RPC, Ray).
+
+    Args:
+        source: the trainer's policy (or a TensorDict of its weights).
+        pack: ``weights -> payload`` (the weights are detached and on the CPU); default:
+            a copy.
+
+    Examples:
+        >>> import torch
+        >>> updater = LatestWeightsUpdater(torch.nn.Linear(2, 1))
+        >>> updater.latest() is None, updater.push(), updater.latest()[1]
+        (True, 1, 1)
+    """
+
+    def __init__(self, source: Any = None, pack: Any = None) -> None:
+        super().__init__(source)
+        self._pack = pack if pack is not None else TensorDictBase.clone
+        self.payload: Any = None
+
+    def _push(self, weights: TensorDictBase) -> None:
+        self.payload = self._pack(weights.detach().to("cpu"))
+
+    def latest(self) -> tuple[Any, int] | None:
+        """``(payload, version)`` of the newest weights, ``None`` before the first push."""
+        return None if self.payload is None else (self.payload, self.version)
 
 
 def bind_updater(given: Any, target: Any, source: Any) -> Any:
