@@ -159,6 +159,20 @@ def test_a_pickled_storage_owns_its_chunks_first(tmp_path):
     _drop(rb, restored)
 
 
+def test_a_dump_into_its_own_scratch_dir_owns_every_chunk_first(tmp_path):
+    """Such a dump records the storage's files, which must then hold every row."""
+    rb = _saved(tmp_path)
+    restored = _buffer(tmp_path / "restored")
+    restored.loads(tmp_path / "ckpt")
+    restored.dumps(tmp_path / "restored")  # in place: the files are the checkpoint
+    assert restored.storage.borrowed_chunks == 0
+    check = _buffer(tmp_path / "check")
+    check.loads(tmp_path / "restored")
+    for got, want in zip(_content(check), _content(rb), strict=True):
+        assert torch.equal(got, want)
+    _drop(rb, restored, check)
+
+
 def test_a_two_dim_memmap_storage_is_restored_lazily(tmp_path):
     def make(name):
         storage = LazyMemmapStorage(2 * CHUNK_ROWS + 8, scratch_dir=tmp_path / name, ndim=2)

@@ -39,8 +39,9 @@ from rl_replay._snapshot import SECTION_ALIGN, open_chunk
 
 __all__ = ["Borrowed", "borrow_leaves", "supported"]
 
+# Linux's values (x86-64, aarch64); Python's mmap module names only MAP_ANONYMOUS
 _MAP_FIXED = 0x10
-_MAP_ANONYMOUS = 0x20
+_MAP_ANONYMOUS = getattr(mmap, "MAP_ANONYMOUS", 0x20)
 _MAP_NORESERVE = 0x4000
 _FAILED = ctypes.c_void_p(-1).value
 
