@@ -178,7 +178,9 @@ _WRITER = textwrap.dedent(
     from rl_collectors import save_checkpoint
     from rl_replay import LazyMemmapStorage, TensorDictPrioritizedReplayBuffer
     from tensordict import TensorDict
-    rb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyMemmapStorage(400_000), batch_size=4)
+    # the storage's files in a folder of the test's (a killed process removes nothing)
+    storage = LazyMemmapStorage(400_000, scratch_dir=sys.argv[2])
+    rb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=storage, batch_size=4)
     net = torch.nn.Linear(64, 64)
     step = 0
     while True:  # killed from outside, at any point of a save
@@ -193,7 +195,10 @@ _WRITER = textwrap.dedent(
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.31, 1.0])  # 1.0: the buffer has wrapped
 def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path, delay):
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    ckpt_dir, scratch = tmp_path / "checkpoints", tmp_path / "scratch"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(ckpt_dir), str(scratch)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "0"  # one checkpoint is complete
         if delay:
@@ -207,8 +212,10 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path,
         proc.stdout.close()
     from rl_replay import LazyMemmapStorage, TensorDictPrioritizedReplayBuffer
 
-    rb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyMemmapStorage(400_000), batch_size=4)
-    step = load_checkpoint(tmp_path, policy=torch.nn.Linear(64, 64), buffer=rb)["step"]
+    rb = TensorDictPrioritizedReplayBuffer(
+        alpha=0.6, beta=0.4, storage=LazyMemmapStorage(400_000), batch_size=4
+    )
+    step = load_checkpoint(ckpt_dir, policy=torch.nn.Linear(64, 64), buffer=rb)["step"]
     # 8 slots of 50,000 rows written round robin: a fast machine wraps the buffer before
     # the kill, and slot j then holds the last step k <= step with k = j (mod 8)
     slots = min(step + 1, 8)
