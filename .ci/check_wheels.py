@@ -51,12 +51,14 @@ def main() -> int:
             venv = Path(tmp) / f"venv-{name}"
             _run("uv", "venv", "--quiet", "--python", sys.executable, str(venv))
             wheels = [str(next(dist.glob(f"{n.replace('-', '_')}-*.whl"))) for n in _closure(name)]
-            _run("uv", "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), *wheels)
+            _run("uv", "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+                 *wheels)
             mod = name.replace("-", "_")
             code = (
                 f"import importlib, sys; m = importlib.import_module({mod!r}); "
                 "[getattr(m, n) for n in m.__all__]; "
-                "print(m.__name__, m.__version__, len(m.__all__), 'names; torch loaded:', 'torch' in sys.modules)"
+                "print(m.__name__, m.__version__, len(m.__all__), 'names; torch loaded:', "
+                "'torch' in sys.modules)"
             )
             _run(str(venv / "bin" / "python"), "-c", code)
             if name == "rl-profiling":

@@ -1,4 +1,5 @@
-"""RayCollector, DistributedDataCollector, RPCDataCollector vs MultiSyncCollector: throughput and start-up.
+"""RayCollector, DistributedDataCollector, RPCDataCollector vs MultiSyncCollector: throughput
+and start-up.
 
 Same env (``GymEnv("CartPole-v1", num_envs=8)`` per worker), same policy (a 4-64-64-2
 MLP, greedy action), same batch (1600 frames = 2 x 8 envs x 100 steps), measured in the
@@ -197,5 +198,6 @@ if __name__ == "__main__":
     print(f"{'figure':<90} {'value':>10} {'limit':>10} {'unit':>9} {'ratio':>7}")
     for row in run():
         print(
-            f"{row['figure']:<90} {row['value']:>10.1f} {row['limit']:>10.1f} {row['unit']:>9} {row['ratio']:>7.2f}"
+            f"{row['figure']:<90} {row['value']:>10.1f} {row['limit']:>10.1f} {row['unit']:>9} "
+            f"{row['ratio']:>7.2f}"
         )

@@ -118,5 +118,6 @@ if __name__ == "__main__":
     print(f"{'figure':<58} {'value':>10} {'unit':>8} {'limit':>10} {'ratio':>6}")
     for r in rows:
         print(
-            f"{r['figure']:<58} {r['value']:>10.0f} {r['unit']:>8} {r['limit']:>10.0f} {r['ratio']:>6.2f}"
+            f"{r['figure']:<58} {r['value']:>10.0f} {r['unit']:>8} {r['limit']:>10.0f} "
+            f"{r['ratio']:>6.2f}"
         )

@@ -113,17 +113,26 @@ def run() -> list[dict]:
     return [
         row("plain function call (reference; ratio 1)", plain, plain),
         row(
-            f"@profiled fn, not armed (is the plain fn: {off['is_plain']}); ratio to plain, target 1",
+            f"@profiled fn, not armed (is the plain fn: {off['is_plain']}); "
+            "ratio to plain, target 1",
             off["profiled"], plain,
         ),
-        row("with <a nullcontext>: pass (floor of any with-block here); ratio to 150 ns", off["null"], RECORD_LIMIT_NS),
-        row("with record() off, not armed; ratio to the 150 ns limit, lower is better (<= 1)", off["record"], RECORD_LIMIT_NS),
-        row("with record() off, not armed; ratio to the with-nullcontext floor above (info)", off["record"], off["null"]),
-        row("@profiled fn, armed, runtime-disabled; ratio to plain (same process), lower is better", on["profiled_disabled"], on["plain"]),
-        row("with record() armed, runtime-disabled; ratio to the 150 ns limit, lower is better", on["record_disabled"], RECORD_LIMIT_NS),
-        row(f"@profiled fn, armed+enabled ({backend}, no profiler running); ratio to plain (same process)", on["profiled_enabled"], on["plain"]),
-        row(f"with record() armed+enabled ({backend}, no profiler running); ratio to 150 ns", on["record_enabled"], RECORD_LIMIT_NS),
-        row("with record() armed+enabled, under a running torch.profiler (info); ratio to 150 ns", on.get("record_profiler", float("nan")), RECORD_LIMIT_NS),
+        row("with <a nullcontext>: pass (floor of any with-block here); ratio to 150 ns",
+            off["null"], RECORD_LIMIT_NS),
+        row("with record() off, not armed; ratio to the 150 ns limit, lower is better (<= 1)",
+            off["record"], RECORD_LIMIT_NS),
+        row("with record() off, not armed; ratio to the with-nullcontext floor above (info)",
+            off["record"], off["null"]),
+        row("@profiled fn, armed, runtime-disabled; ratio to plain (same process), lower is better",
+            on["profiled_disabled"], on["plain"]),
+        row("with record() armed, runtime-disabled; ratio to the 150 ns limit, lower is better",
+            on["record_disabled"], RECORD_LIMIT_NS),
+        row(f"@profiled fn, armed+enabled ({backend}, no profiler running); "
+            "ratio to plain (same process)", on["profiled_enabled"], on["plain"]),
+        row(f"with record() armed+enabled ({backend}, no profiler running); ratio to 150 ns",
+            on["record_enabled"], RECORD_LIMIT_NS),
+        row("with record() armed+enabled, under a running torch.profiler (info); ratio to 150 ns",
+            on.get("record_profiler", float("nan")), RECORD_LIMIT_NS),
         row("with Timing.add_time() block (info); ratio to plain", off["timing"], plain),
     ]  # fmt: skip
 

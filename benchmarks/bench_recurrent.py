@@ -2,8 +2,9 @@
 
 Batch ``[32, 128]`` (time last), input 64, hidden 256, 2% resets. The limit is a plain
 ``nn.LSTM`` over the same inputs with no resets at all (it cannot honour them), timed in
-the same run (CPU: one thread each). ``ratio`` is ours / limit (time; lower is better; target for the best CPU
-backend, forward+backward: <= 1.3). Memory: bytes saved for the backward (every tensor
+the same run (CPU: one thread each). ``ratio`` is ours / limit (time; lower is better;
+target for the best CPU backend, forward+backward: <= 1.3). Memory: bytes saved for the
+backward (every tensor
 autograd keeps, counted once per storage; plus CUDA peak on a GPU) with
 ``recurrent_recompute="full"`` vs ``"none"`` at T=1024.
 

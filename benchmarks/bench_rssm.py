@@ -79,7 +79,8 @@ def run() -> list[dict]:
         ms = steady * 1e3
         rows.append(
             {
-                "figure": f"rssm [{B},{T}] fwd+bwd {name}, steady (ms; ratio = /loop eager, lower is better)",
+                "figure": f"rssm [{B},{T}] fwd+bwd {name}, steady "
+                          "(ms; ratio = /loop eager, lower is better)",
                 "value": ms,
                 "unit": "ms",
                 "limit": limit * 1e3,
@@ -88,7 +89,8 @@ def run() -> list[dict]:
         )
         rows.append(
             {
-                "figure": f"rssm [{B},{T}] {name}, first-call overhead incl. compile (s; ratio = /loop eager step)",
+                "figure": f"rssm [{B},{T}] {name}, first-call overhead incl. compile "
+                          "(s; ratio = /loop eager step)",
                 "value": max(first - steady, 0.0),
                 "unit": "s",
                 "limit": limit,

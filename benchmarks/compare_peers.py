@@ -3,7 +3,8 @@
     uv sync --all-packages --all-extras --all-groups   # or: uv sync --group peers
     uv run python benchmarks/compare_peers.py --tasks ppo-cartpole sac-pendulum --seeds 1
     uv run python benchmarks/compare_peers.py --budget-scale 0.05          # short runs
-    uv run python benchmarks/compare_peers.py --tasks ppo-hopper --sides sb3 --frames ppo-hopper=5000
+    uv run python benchmarks/compare_peers.py --tasks ppo-hopper --sides sb3 \
+        --frames ppo-hopper=5000
 
 Each race is two fresh processes, one after the other (never at once): ours is
 ``python examples/<name>.py --env-id ID --seed K --total-frames N --threads 1 --logdir D``,
@@ -121,15 +122,15 @@ TASKS: dict[str, Task] = {
         {"hidden": 64},
         [
             "SB3 runs RL-Zoo's tuned `CartPole-v1` entry (hyperparams/ppo.yml): 8 envs x 32 steps "
-            "(256 frames per update), 20 epochs of minibatch 256, lr `lin_0.001` and clip `lin_0.2` "
-            "(both annealed to 0), gamma 0.98, lambda 0.8, entropy 0; ours its own `Config`: "
-            "{num_envs} envs x {steps_per_env} steps, {epochs} epochs of {minibatch_size}, lr {lr} "
-            "annealed to 0, clip {clip_epsilon} constant, gamma {gamma}, lambda {lmbda}, "
-            "entropy {entropy_coef}.",
+            "(256 frames per update), 20 epochs of minibatch 256, lr `lin_0.001` and clip "
+            "`lin_0.2` (both annealed to 0), gamma 0.98, lambda 0.8, entropy 0; ours its own "
+            "`Config`: {num_envs} envs x {steps_per_env} steps, {epochs} epochs of "
+            "{minibatch_size}, lr {lr} annealed to 0, clip {clip_epsilon} constant, gamma {gamma}, "
+            "lambda {lmbda}, entropy {entropy_coef}.",
             "Same networks: SB3's default `MlpPolicy` for PPO is separate 64x64 tanh actor and "
             "critic with orthogonal init, as ours (RL-Zoo sets no `net_arch` for CartPole).",
-            "SB3 steps its 8 CartPole envs in a Python loop (`DummyVecEnv`, RL-Zoo's default); ours "
-            "uses gymnasium's numpy-vectorised CartPole (one numpy step for all {num_envs}).",
+            "SB3 steps its 8 CartPole envs in a Python loop (`DummyVecEnv`, RL-Zoo's default); "
+            "ours uses gymnasium's numpy-vectorised CartPole (one numpy step for all {num_envs}).",
         ],
     ),
     "sac-pendulum": Task("Pendulum-v1", 20_000, -250.0, "sac_pendulum", _SAC_CLEANRL, _SAC_DIFFS),
@@ -141,9 +142,9 @@ TASKS: dict[str, Task] = {
         _PPO_CLEANRL,
         [
             "SB3 runs RL-Zoo's MuJoCo defaults (`normalize: true`: `VecNormalize` of observations "
-            "AND rewards, clip 10, eps 1e-8) with our example's batch, epochs, rates and 64x64 tanh "
-            "networks; ours normalises observations only (`VecNorm`, eps 1e-2) and clips them to "
-            "[-10, 10].",
+            "AND rewards, clip 10, eps 1e-8) with our example's batch, epochs, rates and 64x64 "
+            "tanh networks; ours normalises observations only (`VecNorm`, eps 1e-2) and clips them "
+            "to [-10, 10].",
             "Both: a state-independent log std starting at 0, actions clipped to the bounds on the "
             "way to the env, lr annealed linearly to 0.",
         ],
@@ -165,9 +166,9 @@ TASKS: dict[str, Task] = {
             "Nature-CNN `CnnPolicy`) on ALE made with frameskip 1 and no sticky actions, its "
             "{num_envs} envs stepped in a Python loop (`DummyVecEnv`), with our example's PPO "
             "settings: {steps_per_env} steps, {epochs} epochs of {num_minibatches} minibatches, lr "
-            "{lr} annealed, clip {clip_epsilon} constant, entropy {entropy_coef}. Ours: ALE's own C++ "
-            "vector env doing the same preprocessing (it may step its envs on threads of its own; "
-            "torch has 1 thread on both sides), life loss a training-only done, one CNN trunk "
+            "{lr} annealed, clip {clip_epsilon} constant, entropy {entropy_coef}. Ours: ALE's own "
+            "C++ vector env doing the same preprocessing (it may step its envs on threads of its "
+            "own; torch has 1 thread on both sides), life loss a training-only done, one CNN trunk "
             "shared by the policy and value heads as in SB3's `CnnPolicy`.",
         ],
     ),
@@ -212,7 +213,8 @@ def _last_json(proc: subprocess.CompletedProcess, what: str) -> dict:
 
 
 def seconds_at(logdir: Path, frames: int | None) -> float | None:
-    """Seconds since the start of training at ``frames``: frames over ``charts/SPS`` logged there."""
+    """Seconds since the start of training at ``frames``: frames over ``charts/SPS`` logged
+    there."""
     if frames is None:
         return None
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -425,8 +427,8 @@ def main() -> int:
         return 0
     if "sb3" in args.sides and importlib.util.find_spec("stable_baselines3") is None:
         parser.error(
-            "stable-baselines3 is not installed: `uv sync --all-packages --all-extras --all-groups` "
-            "(or add `--group peers` to your sync)"
+            "stable-baselines3 is not installed: `uv sync --all-packages --all-extras "
+            "--all-groups` (or add `--group peers` to your sync)"
         )
     frames = budgets(args, parser)
     full = all(frames[n] == TASKS[n].frames for n in args.tasks) and set(args.sides) == {

@@ -14,7 +14,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "peers.json"
 PAGE = HERE.parent / "docs" / "results.md"
-BEGIN = "<!-- peers:begin (written by benchmarks/compare_peers.py from benchmarks/results/peers.json) -->"
+BEGIN = ("<!-- peers:begin (written by benchmarks/compare_peers.py from "
+         "benchmarks/results/peers.json) -->")
 END = "<!-- peers:end -->"
 TASK_ORDER = ("ppo-cartpole", "sac-pendulum", "ppo-hopper", "sac-halfcheetah", "ppo-breakout")
 ALGO = {"ppo": "PPO", "sac": "SAC"}
@@ -97,18 +98,19 @@ def render(results: dict) -> str:
         "",
         "## Against Stable-Baselines3",
         "",
-        "Stable-Baselines3 (the library most of our users would pick instead) and our examples on the "
-        "same task, frame budget, network sizes and thread count (one torch thread, `OMP_NUM_THREADS=1`), "
-        "each side in a fresh process, one after the other, by `benchmarks/compare_peers.py`; this section "
-        "is written from `benchmarks/results/peers.json` by that script, not by hand. Cells are medians over "
-        "the seeds. *Wall time* and *frames/s* are over the training loop (SB3's `learn()`); *final return* "
-        "is the mean of the last 20 training episodes at the end of the budget; *frames to target* is the "
-        "first per-batch check at which that running mean reached the target (with how many seeds reached "
-        "it), *time to target* the training seconds until then. Ratios are ours / SB3: above 1 is better "
-        "for frames/s, below 1 for the times.",
+        "Stable-Baselines3 (the library most of our users would pick instead) and our examples on "
+        "the same task, frame budget, network sizes and thread count (one torch thread, "
+        "`OMP_NUM_THREADS=1`), each side in a fresh process, one after the other, by "
+        "`benchmarks/compare_peers.py`; this section is written from "
+        "`benchmarks/results/peers.json` by that script, not by hand. Cells are medians over the "
+        "seeds. *Wall time* and *frames/s* are over the training loop (SB3's `learn()`); *final "
+        "return* is the mean of the last 20 training episodes at the end of the budget; *frames to "
+        "target* is the first per-batch check at which that running mean reached the target (with "
+        "how many seeds reached it), *time to target* the training seconds until then. Ratios are "
+        "ours / SB3: above 1 is better for frames/s, below 1 for the times.",
         "",
-        "| Task | Side | Seeds | Frames | Wall time (s) | Frames/s | Final return | Frames to target | "
-        "Time to target (s) |",
+        "| Task | Side | Seeds | Frames | Wall time (s) | Frames/s | Final return | "
+        "Frames to target | Time to target (s) |",
         "|---|---|---|---|---|---|---|---|---|",
         *[row for n in names for row in _rows(n, tasks[n], sb3)],
         "",
@@ -125,8 +127,9 @@ def render(results: dict) -> str:
     if missing:
         lines += [
             f"Not raced at full budget yet: {', '.join(missing)} "
-            f"(`uv run python benchmarks/compare_peers.py --tasks {' '.join(m.strip('`') for m in missing)}`; "
-            "a task whose example is missing is skipped).",
+            "(`uv run python benchmarks/compare_peers.py --tasks "
+            f"{' '.join(m.strip('`') for m in missing)}`; a task whose example is missing is "
+            "skipped).",
             "",
         ]
     lines += ["### What differs between the two setups", ""]

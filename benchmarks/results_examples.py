@@ -1,9 +1,9 @@
 """Run the example trainers for several seeds and write ``docs/results.md`` from what they print.
 
-    uv run python benchmarks/results_examples.py                       # 3 seeds of every example
+    uv run python benchmarks/results_examples.py                      # 3 seeds of every example
     uv run python benchmarks/results_examples.py --seeds 1 dqn_prioritized
-    uv run python benchmarks/results_examples.py --render-only         # rewrite the page only
-    uv run python benchmarks/results_examples.py --health              # the health page's short runs
+    uv run python benchmarks/results_examples.py --render-only        # rewrite the page only
+    uv run python benchmarks/results_examples.py --health             # the health page's short runs
 
 Each run is ``python examples/<name>.py --seed K --logdir <tmp>`` in a fresh process. The
 last stdout line (one JSON object: frames, seconds, mean_return, fps) gives the final
@@ -83,13 +83,14 @@ EXAMPLES: dict[str, dict] = {
     },
     "sac_mujoco": {
         "task": "HalfCheetah-v5", "threshold": 3000.0, "budget": 100_000,
-        "published": "CleanRL `sac_continuous_action.py` has nearly the same defaults; its HalfCheetah "
-                     "curves: [CleanRL SAC docs](https://docs.cleanrl.dev/rl-algorithms/sac/)",
+        "published": "CleanRL `sac_continuous_action.py` has nearly the same defaults; its "
+                     "HalfCheetah curves: "
+                     "[CleanRL SAC docs](https://docs.cleanrl.dev/rl-algorithms/sac/)",
     },
     "ppo_atari": {
         "task": "ALE/Breakout-v5", "threshold": 10.0, "budget": 2_000_000,
-        "published": "CleanRL `ppo_atari.py` has the same defaults; its Breakout curves (10M frames): "
-                     "[CleanRL PPO docs](https://docs.cleanrl.dev/rl-algorithms/ppo/)",
+        "published": "CleanRL `ppo_atari.py` has the same defaults; its Breakout curves (10M "
+                     "frames): [CleanRL PPO docs](https://docs.cleanrl.dev/rl-algorithms/ppo/)",
     },
 }
 
@@ -110,7 +111,8 @@ HEALTH_RUNS = ROOT / "benchmarks" / "results" / "health_runs.json"
 HEALTH_VARIANTS: dict[str, tuple[str, list[str]]] = {
     "ppo_cartpole_short": ("ppo_cartpole", ["--total-frames", "51200"]),
     "ppo_cartpole_lr_high": ("ppo_cartpole", ["--total-frames", "51200", "--lr", "0.03"]),
-    "ppo_cartpole_critic_swamp": ("ppo_cartpole", ["--total-frames", "51200", "--critic-coef", "500"]),
+    "ppo_cartpole_critic_swamp": ("ppo_cartpole",
+                                  ["--total-frames", "51200", "--critic-coef", "500"]),
     "ppo_cartpole_lr_extreme": ("ppo_cartpole", ["--total-frames", "51200", "--lr", "0.3"]),
     "dqn_prioritized_short": ("dqn_prioritized", ["--total-frames", "100000"]),
     "dqn_prioritized_alpha_high": ("dqn_prioritized", ["--total-frames", "100000", "--alpha", "3"]),
@@ -144,7 +146,8 @@ def thin(points: list[tuple[int, float]], keep: int = CURVE_POINTS) -> list[list
 
 
 def logged_series(logdir: Path) -> dict[str, list[list[float]]]:
-    """Every scalar the example logged (``charts/*``, ``losses/*``), thinned: ``tag -> [[frames, value], ...]``.
+    """Every scalar the example logged (``charts/*``, ``losses/*``), thinned:
+    ``tag -> [[frames, value], ...]``.
 
     ``charts/episodic_return`` is the learning curve the results page draws; the ``losses/*``
     series are the diagnostics the "Is my run healthy?" page quotes.
@@ -166,7 +169,8 @@ def code_fingerprint(name: str) -> str:
     tree = ast.parse((EXAMPLES_DIR / f"{name}.py").read_text())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and body
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                and body
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
@@ -179,12 +183,13 @@ def drop_stale(records: list[dict], extra: list[str]) -> list[dict]:
     A record without a code fingerprint (written before there were any) is stale too.
     """
     current = {name: code_fingerprint(name) for name in EXAMPLES}
-    kept = [r for r in records if r.get("code") == current.get(r["example"]) and r.get("args", []) == extra]
+    kept = [r for r in records
+            if r.get("code") == current.get(r["example"]) and r.get("args", []) == extra]
     for r in records:
         if r not in kept:
             print(f"dropping the record of {r['example']} seed {r['seed']} ({r['started']}): code "
-                  f"{r.get('code', 'unknown')} with options {r.get('args', [])}, now {current.get(r['example'])} "
-                  f"with {extra}", file=sys.stderr)
+                  f"{r.get('code', 'unknown')} with options {r.get('args', [])}, now "
+                  f"{current.get(r['example'])} with {extra}", file=sys.stderr)
     return kept
 
 
@@ -193,17 +198,21 @@ def run_one(name: str, seed: int, extra: list[str], timeout: float) -> dict:
     script = EXAMPLES_DIR / f"{name}.py"
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix=f"rl-results-{name}-") as tmp:
-        cmd = [sys.executable, str(script), "--seed", str(seed), "--logdir", str(Path(tmp) / "tb"), *extra]
+        cmd = [sys.executable, str(script), "--seed", str(seed), "--logdir", str(Path(tmp) / "tb"),
+               *extra]
         started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout,
+                              check=False)
         if proc.returncode != 0:
-            raise RuntimeError(f"{name} seed {seed} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+            raise RuntimeError(f"{name} seed {seed} failed "
+                               f"({proc.returncode}):\n{proc.stderr[-3000:]}")
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         reached = frames_to_threshold(Path(tmp) / "tb", EXAMPLES[name]["threshold"])
         series = logged_series(Path(tmp) / "tb")
     shown = ["python", f"examples/{name}.py", "--seed", str(seed), *extra]
-    return {"example": name, "seed": seed, "code": code_fingerprint(name), "args": extra, "command": " ".join(shown),
-            "started": started, "load_avg_1min_before": round(load_before, 2), "frames_to_threshold": reached,
+    return {"example": name, "seed": seed, "code": code_fingerprint(name), "args": extra,
+            "command": " ".join(shown), "started": started,
+            "load_avg_1min_before": round(load_before, 2), "frames_to_threshold": reached,
             "machine": machine(), **result, "series": series}
 
 
@@ -235,7 +244,8 @@ def run_health_variants(names: list[str], timeout: float) -> None:
 def machine() -> str:
     from run import cpu_model  # benchmarks/run.py, this script's sibling
 
-    return f"{cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (f"{cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}")
 
 
 def load_records(page: Path) -> list[dict]:
@@ -263,7 +273,8 @@ def example_row(name: str, runs: list[dict]) -> str:
     seeds = ", ".join(str(r["seed"]) for r in runs)
     known = [r for r in runs if "note" not in r]  # a note marks a figure not recorded
     reached = [r["frames_to_threshold"] for r in known if r["frames_to_threshold"] is not None]
-    frames_cell = spread([float(v) for v in reached], "{:,.0f}") + f" ({len(reached)}/{len(known)} reached)"
+    frames_cell = (spread([float(v) for v in reached], "{:,.0f}")
+                   + f" ({len(reached)}/{len(known)} reached)")
     if not known:
         frames_cell = "not recorded (see below)"
     elif len(known) < len(runs):
@@ -272,8 +283,8 @@ def example_row(name: str, runs: list[dict]) -> str:
     frames = spread([float(r["frames"]) for r in runs], "{:,.0f}")
     return (f"| `{name}.py` | {spec['task']} | ≥ {spec['threshold']:g} within {spec['budget']:,} | "
             f"{len(runs)} ({seeds}) | {frames} | {final} | {frames_cell} | "
-            f"{spread([r['seconds'] for r in runs], '{:.0f}')} | {spread([r['fps'] for r in runs], '{:,.0f}')} | "
-            f"{spec['published']} |")
+            f"{spread([r['seconds'] for r in runs], '{:.0f}')} | "
+            f"{spread([r['fps'] for r in runs], '{:,.0f}')} | {spec['published']} |")
 
 
 RETURN_TAG = "charts/episodic_return"
@@ -296,7 +307,8 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     first = step * (lo // step)
-    return [first + i * step for i in range(int((hi - first) / step) + 2) if first + i * step <= hi + 1e-9]
+    return [first + i * step for i in range(int((hi - first) / step) + 2)
+            if first + i * step <= hi + 1e-9]
 
 
 def curve_svg(name: str, runs: list[dict]) -> str | None:
@@ -328,7 +340,8 @@ def curve_svg(name: str, runs: list[dict]) -> str | None:
     def py(y: float) -> float:
         return round(PAD_T + plot_h * (1 - (y - lo) / ((hi - lo) or 1.0)), 1)
 
-    band = [f"{px(x)},{py(top)}" for x, _, _, top in rows] + [f"{px(x)},{py(bot)}" for x, _, bot, _ in reversed(rows)]
+    band = ([f"{px(x)},{py(top)}" for x, _, _, top in rows]
+            + [f"{px(x)},{py(bot)}" for x, _, bot, _ in reversed(rows)])
     median = " ".join(f"{px(x)},{py(m)}" for x, m, _, _ in rows)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {SVG_W} {SVG_H}" width="100%" '
@@ -337,23 +350,26 @@ def curve_svg(name: str, runs: list[dict]) -> str | None:
         f"{len(curves)} seed(s)</title>",
         f'<text x="{PAD_L}" y="16" font-size="13">{name}.py, {spec["task"]}: median and [min, max] '
         f"over {len(curves)} seed(s)</text>",
-        f'<rect x="{PAD_L}" y="{PAD_T}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
+        f'<rect x="{PAD_L}" y="{PAD_T}" width="{plot_w}" height="{plot_h}" fill="none" '
+        'stroke="#999"/>',
     ]
     for y in yticks:
-        parts.append(f'<line x1="{PAD_L}" x2="{PAD_L + plot_w}" y1="{py(y)}" y2="{py(y)}" stroke="#ddd"/>'
-                     f'<text x="{PAD_L - 6}" y="{py(y) + 4}" text-anchor="end">{y:g}</text>')
+        parts.append(f'<line x1="{PAD_L}" x2="{PAD_L + plot_w}" y1="{py(y)}" y2="{py(y)}" '
+                     f'stroke="#ddd"/><text x="{PAD_L - 6}" y="{py(y) + 4}" '
+                     f'text-anchor="end">{y:g}</text>')
     for x in _nice_ticks(0, budget):
-        parts.append(f'<text x="{px(x)}" y="{PAD_T + plot_h + 16}" text-anchor="middle">{x / 1000:g}k</text>')
+        parts.append(f'<text x="{px(x)}" y="{PAD_T + plot_h + 16}" '
+                     f'text-anchor="middle">{x / 1000:g}k</text>')
     parts += [
         f'<text x="{PAD_L + plot_w / 2}" y="{SVG_H - 6}" text-anchor="middle">frames</text>',
         f'<text x="14" y="{PAD_T + plot_h / 2}" text-anchor="middle" '
         f'transform="rotate(-90 14 {PAD_T + plot_h / 2})">mean return (last 20 episodes)</text>',
         f'<polygon points="{" ".join(band)}" fill="#1f77b4" fill-opacity="0.2" stroke="none"/>',
         f'<polyline points="{median}" fill="none" stroke="#1f77b4" stroke-width="2"/>',
-        f'<line x1="{PAD_L}" x2="{PAD_L + plot_w}" y1="{py(spec["threshold"])}" y2="{py(spec["threshold"])}" '
-        f'stroke="#d62728" stroke-dasharray="6 4"/>',
-        f'<text x="{PAD_L + plot_w - 4}" y="{py(spec["threshold"]) + 15}" text-anchor="end" fill="#d62728">'
-        f'target {spec["threshold"]:g}</text>',
+        f'<line x1="{PAD_L}" x2="{PAD_L + plot_w}" y1="{py(spec["threshold"])}" '
+        f'y2="{py(spec["threshold"])}" stroke="#d62728" stroke-dasharray="6 4"/>',
+        f'<text x="{PAD_L + plot_w - 4}" y="{py(spec["threshold"]) + 15}" text-anchor="end" '
+        f'fill="#d62728">target {spec["threshold"]:g}</text>',
         "</svg>",
     ]
     return "\n".join(parts) + "\n"
@@ -362,10 +378,10 @@ def curve_svg(name: str, runs: list[dict]) -> str | None:
 def curves_section(by_name: dict[str, list[dict]], page: Path) -> list[str]:
     """Write each example's SVG next to the page; the Markdown that shows them."""
     lines = ["## Learning curves", "",
-             "Drawn by `benchmarks/results_examples.py` from the runs recorded at the end of this page "
-             "(the return logged after every batch, thinned to at most "
-             f"{CURVE_POINTS} points per run): the line is the median over the seeds, the band their "
-             "[min, max], the dashed line the example's target.", ""]
+             "Drawn by `benchmarks/results_examples.py` from the runs recorded at the end of this "
+             "page (the return logged after every batch, thinned to at most "
+             f"{CURVE_POINTS} points per run): the line is the median over the seeds, the band "
+             "their [min, max], the dashed line the example's target.", ""]
     without = []
     for name, runs in by_name.items():
         svg = curve_svg(name, runs)
@@ -378,18 +394,21 @@ def curves_section(by_name: dict[str, list[dict]], page: Path) -> list[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(svg)
         kept = sum(RETURN_TAG in r.get("series", {}) for r in runs)
-        note = "" if kept == len(runs) else f" ({kept} of its {len(runs)} recorded runs kept their curve)"
-        lines += [f"![Learning curve of {name}.py]({path.relative_to(page.parent).as_posix()}){note}", ""]
+        note = ("" if kept == len(runs)
+                else f" ({kept} of its {len(runs)} recorded runs kept their curve)")
+        lines += ["![Learning curve of "
+                  f"{name}.py]({path.relative_to(page.parent).as_posix()}){note}", ""]
     if without:
-        lines += [f"No curve yet for {', '.join(without)}: their runs were recorded before the script kept "
-                  "curves; `--rerun` them to draw one.", ""]
+        lines += [f"No curve yet for {', '.join(without)}: their runs were recorded before the "
+                  "script kept curves; `--rerun` them to draw one.", ""]
     return lines
 
 
 def _frames_to_target(record: dict) -> str:
     if "note" in record:
         return "not recorded"
-    return "not reached" if record["frames_to_threshold"] is None else f"{record['frames_to_threshold']:,}"
+    return ("not reached" if record["frames_to_threshold"] is None
+            else f"{record['frames_to_threshold']:,}")
 
 
 def peers_section() -> list[str]:
@@ -403,8 +422,8 @@ def peers_section() -> list[str]:
 def render(records: list[dict], argv: list[str], page: Path | None = None) -> str:
     by_name = {name: sorted((r for r in records if r["example"] == name), key=lambda r: r["seed"])
                for name in EXAMPLES}
-    header = ("| Example | Task | Target (mean of last 20 episodes) | Runs (seeds) | Frames | Final return | "
-              "Frames to target | Wall time (s) | Frames/s | Published |\n"
+    header = ("| Example | Task | Target (mean of last 20 episodes) | Runs (seeds) | Frames | "
+              "Final return | Frames to target | Wall time (s) | Frames/s | Published |\n"
               "|---|---|---|---|---|---|---|---|---|---|")
     rows = [example_row(name, runs) for name, runs in by_name.items() if runs]
     missing = [f"`{name}.py`" for name, runs in by_name.items() if not runs]
@@ -414,8 +433,8 @@ def render(records: list[dict], argv: list[str], page: Path | None = None) -> st
     unrecorded = sum("machine" not in r for r in records)
     machine_line = "; ".join(machines) or "not recorded"
     if machines and unrecorded:
-        machine_line += (f" ({unrecorded} earlier run(s) did not record theirs: the same 2-CPU AMD EPYC "
-                         "development VM, whose CPU generation changed between sessions)")
+        machine_line += (f" ({unrecorded} earlier run(s) did not record theirs: the same 2-CPU AMD "
+                         "EPYC development VM, whose CPU generation changed between sessions)")
     lines = [
         "# Results of the examples",
         "",
@@ -423,8 +442,9 @@ def render(records: list[dict], argv: list[str], page: Path | None = None) -> st
         "measured by `benchmarks/results_examples.py` (each run a fresh process; this page is "
         "written by that script, not by hand).",
         "",
-        "- Full table (3 seeds of every example): `uv run python benchmarks/results_examples.py --seeds 3`; "
-        f"this page was last written by `uv run python benchmarks/results_examples.py {' '.join(argv)}`".rstrip(),
+        "- Full table (3 seeds of every example): `uv run python benchmarks/results_examples.py "
+        "--seeds 3`; this page was last written by `uv run python benchmarks/results_examples.py "
+        f"{' '.join(argv)}`".rstrip(),
         f"- Runs started between {dates[0]} and {dates[-1]}" if dates else "- No runs yet",
         f"- Machine: {machine_line}",
         f"- 1-minute load average when each run started: {min(loads):.1f} to {max(loads):.1f} "
@@ -441,10 +461,11 @@ def render(records: list[dict], argv: list[str], page: Path | None = None) -> st
     ]
     if missing:
         long = [f"`{name}.py`" for name in LONG_EXAMPLES if f"`{name}.py`" in missing]
-        lines += [f"No run of the current code of {', '.join(missing)}: a record is dropped when its "
-                  "example's code changes, and these have not been run since (or ever). "
-                  + (f"{', '.join(long)} take about an hour or more per seed on the 2-core development "
-                     "machine, so they are re-recorded only when it has the time. " if long else "")
+        lines += [f"No run of the current code of {', '.join(missing)}: a record is dropped when "
+                  "its example's code changes, and these have not been run since (or ever). "
+                  + (f"{', '.join(long)} take about an hour or more per seed on the 2-core "
+                     "development machine, so they are re-recorded only when it has the time. "
+                     if long else "")
                   + "Run the script with their names to add them.", ""]
     lines += curves_section(by_name, PAGE if page is None else page)
     lines += [
@@ -452,15 +473,17 @@ def render(records: list[dict], argv: list[str], page: Path | None = None) -> st
         "evaluation protocols); they show what a correct implementation reaches, not a "
         "like-for-like race.",
         "",
-        "Each run, as recorded (the script reads this back to add seeds without re-running the others; "
-        "*Code* is the fingerprint of the example's code that ran, and a record whose example has "
-        "changed since is dropped, never mixed with runs of the new code):",
+        "Each run, as recorded (the script reads this back to add seeds without re-running the "
+        "others; *Code* is the fingerprint of the example's code that ran, and a record whose "
+        "example has changed since is dropped, never mixed with runs of the new code):",
         "",
-        "| Example | Code | Seed | Started | Load | Frames | Final return | Frames to target | Seconds | Frames/s | Note |",
+        "| Example | Code | Seed | Started | Load | Frames | Final return | Frames to target | "
+        "Seconds | Frames/s | Note |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
-        *[f"| `{r['example']}` | `{r['code']}` | {r['seed']} | {r['started']} | {r['load_avg_1min_before']} | {r['frames']:,} | "
-          f"{r['mean_return']} | {_frames_to_target(r)} | "
-          f"{r['seconds']} | {r['fps']} | {r.get('note', '')} |" for r in sorted(records, key=lambda r: (r['example'], r['seed']))],
+        *[f"| `{r['example']}` | `{r['code']}` | {r['seed']} | {r['started']} | "
+          f"{r['load_avg_1min_before']} | {r['frames']:,} | {r['mean_return']} | "
+          f"{_frames_to_target(r)} | {r['seconds']} | {r['fps']} | {r.get('note', '')} |"
+          for r in sorted(records, key=lambda r: (r['example'], r['seed']))],
         "",
         *peers_section(),
         f"{RUNS_MARK}\n{dump_records(records)}\n-->",
@@ -472,14 +495,18 @@ def render(records: list[dict], argv: list[str], page: Path | None = None) -> st
 def main() -> None:
     global EXAMPLES_DIR
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("names", nargs="*", help=f"examples to run (default all): {', '.join(EXAMPLES)}")
+    parser.add_argument("names", nargs="*",
+                        help=f"examples to run (default all): {', '.join(EXAMPLES)}")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 of each example")
-    parser.add_argument("--rerun", action="store_true", help="run again the (example, seed) pairs already on the page")
-    parser.add_argument("--render-only", action="store_true", help="re-render the page from its recorded runs")
+    parser.add_argument("--rerun", action="store_true",
+                        help="run again the (example, seed) pairs already on the page")
+    parser.add_argument("--render-only", action="store_true",
+                        help="re-render the page from its recorded runs")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds one run may take")
     parser.add_argument("--page", type=Path, default=PAGE)
     parser.add_argument("--health", action="store_true",
-                        help=f"run the deliberately wrong short runs instead ({', '.join(HEALTH_VARIANTS)})")
+                        help="run the deliberately wrong short runs instead "
+                             f"({', '.join(HEALTH_VARIANTS)})")
     parser.add_argument("--examples-dir", type=Path, default=EXAMPLES_DIR,
                         help="read and run the example scripts from this directory")
     args, extra = parser.parse_known_args()
@@ -500,8 +527,10 @@ def main() -> None:
                     continue
                 print(f"running {name} seed {seed} ...", flush=True)
                 record = run_one(name, seed, extra, args.timeout)
-                records = [r for r in records if not (r["example"] == name and r["seed"] == seed)] + [record]
-                args.page.write_text(render(records, sys.argv[1:], args.page))  # after every run: nothing lost
+                records = [r for r in records
+                           if not (r["example"] == name and r["seed"] == seed)] + [record]
+                # after every run: nothing lost
+                args.page.write_text(render(records, sys.argv[1:], args.page))
                 print(json.dumps(record), flush=True)
     args.page.write_text(render(records, sys.argv[1:], args.page))
     print(f"wrote {args.page}")

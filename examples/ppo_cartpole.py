@@ -8,7 +8,8 @@
 
 The pieces: a ``GymEnv`` over a vector of CartPole envs with ``StepCounter``,
 ``InitTracker`` and ``RewardSum`` transforms; rl-modules' ``ProbabilisticActor`` (a
-categorical policy checked against the action spec) and ``ValueOperator`` over ``MLP`` s; a ``Collector`` yielding ``[num_envs, T]`` batches; ``GAE`` for advantages; a
+categorical policy checked against the action spec) and ``ValueOperator`` over ``MLP`` s; a
+``Collector`` yielding ``[num_envs, T]`` batches; ``GAE`` for advantages; a
 ``TensorDictReplayBuffer`` with ``SamplerWithoutReplacement`` for the minibatch epochs;
 ``ClipPPOLoss``. The last line printed is one JSON object with the run's figures.
 With ``--checkpoint-dir``, a ``Checkpointer`` saves the run (loss module, optimiser, lr

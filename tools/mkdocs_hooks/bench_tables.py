@@ -18,7 +18,8 @@ Results written before ``run.py`` recorded versions and the command (no ``versio
 
 Examples:
     >>> results = {"time": "2026-01-01T00:00:00", "machine": {"cpus": 2}, "rows": [
-    ...     {"bench": "b", "figure": "x / y", "value": 1.5, "unit": "ms", "limit": 3.0, "ratio": 0.5}]}
+    ...     {"bench": "b", "figure": "x / y", "value": 1.5, "unit": "ms", "limit": 3.0,
+    ...      "ratio": 0.5}]}
     >>> print(expand('<!-- bench-value: b "x / y" -->', results, "page.md"))
     1.50 ms
 """
@@ -35,7 +36,8 @@ from mkdocs.exceptions import PluginError
 
 RESULTS = Path("benchmarks") / "results" / "latest.json"  # relative to mkdocs.yml's directory
 TABLE = re.compile(r"<!--\s*bench:\s*(?P<name>[\w-]+)(?:\s+match=\"(?P<match>[^\"]*)\")?\s*-->")
-VALUE = re.compile(r"<!--\s*bench-(?P<what>value|ratio):\s*(?P<name>[\w-]+)\s+\"(?P<figure>[^\"]+)\"\s*-->")
+VALUE = re.compile(r"<!--\s*bench-(?P<what>value|ratio):\s*(?P<name>[\w-]+)"
+                   r"\s+\"(?P<figure>[^\"]+)\"\s*-->")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 
 
@@ -86,8 +88,8 @@ def stamp(results: dict, name: str | None = None) -> str:
     commit = results.get("git_commit")
     commit_text = f" at commit `{commit}`" if commit else ""
     return (
-        f"*Measured {results.get('time', '(time not recorded)')} on {where or 'an unrecorded machine'}; "
-        f"{versions_text}; {command_text}{commit_text}; "
+        f"*Measured {results.get('time', '(time not recorded)')} on "
+        f"{where or 'an unrecorded machine'}; {versions_text}; {command_text}{commit_text}; "
         f"from `benchmarks/results/latest.json`.*"
     )
 
@@ -96,7 +98,9 @@ def _rows(results: dict, name: str, where: str) -> list[dict]:
     rows = [r for r in results.get("rows", []) if r.get("bench") == name]
     if not rows:
         known = sorted({r.get("bench") for r in results.get("rows", [])})
-        raise PluginError(f"{where}: bench {name!r} has no row in {RESULTS}; benches there: {known}")
+        raise PluginError(
+            f"{where}: bench {name!r} has no row in {RESULTS}; benches there: {known}"
+        )
     return rows
 
 
@@ -109,8 +113,8 @@ def table(results: dict, name: str, where: str, match: str | None = None) -> str
             raise PluginError(f"{where}: no figure of bench {name!r} contains {match!r}")
     lines = ["| Figure | Value | Unit | Limit | Ratio |", "| --- | ---: | --- | ---: | ---: |"]
     for r in rows:
-        cells = [_cell(r["figure"]), fmt_number(r["value"]), _cell(r["unit"]), fmt_number(r["limit"]),
-                 fmt_number(r["ratio"])]
+        cells = [_cell(r["figure"]), fmt_number(r["value"]), _cell(r["unit"]),
+                 fmt_number(r["limit"]), fmt_number(r["ratio"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\n" + stamp(results, name) + "\n"
 
@@ -121,8 +125,8 @@ def value(results: dict, name: str, figure: str, where: str, what: str = "value"
     found = [r for r in rows if r["figure"] == figure]
     if len(found) != 1:
         raise PluginError(
-            f"{where}: bench {name!r} has {len(found)} rows named {figure!r}, expected exactly one; "
-            f"its figures: {[r['figure'] for r in rows]}"
+            f"{where}: bench {name!r} has {len(found)} rows named {figure!r}, expected exactly "
+            f"one; its figures: {[r['figure'] for r in rows]}"
         )
     row = found[0]
     if what == "ratio":
@@ -141,11 +145,15 @@ def load_results(path: Path) -> dict:
     try:
         results = json.loads(path.read_text())
     except FileNotFoundError:
-        raise PluginError(f"{path} not found: run `uv run python benchmarks/run.py` to write it") from None
+        raise PluginError(
+            f"{path} not found: run `uv run python benchmarks/run.py` to write it"
+        ) from None
     except json.JSONDecodeError as exc:
         raise PluginError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
-        raise PluginError(f"{path}: expected an object with a 'rows' list, got {type(results).__name__}")
+        raise PluginError(
+            f"{path}: expected an object with a 'rows' list, got {type(results).__name__}"
+        )
     return results
 
 

@@ -1,4 +1,5 @@
-"""mkdocs hook: quote the example runs recorded on ``docs/results.md``, so their figures cannot drift.
+"""mkdocs hook: quote the example runs recorded on ``docs/results.md``, so their figures
+cannot drift.
 
 Listed under ``hooks:`` in ``mkdocs.yml``. ``benchmarks/results_examples.py`` keeps every
 run of the example trainers as a JSON record at the end of ``docs/results.md``; before a
@@ -73,8 +74,10 @@ def _runs(records: list[dict], name: str, where: str) -> list[dict]:
 def brief(records: list[dict], name: str, where: str) -> str:
     """The final return and the frames to target of example ``name``'s recorded runs."""
     runs = _runs(records, name, where)
-    reached = [float(r["frames_to_threshold"]) for r in runs if r.get("frames_to_threshold") is not None]
-    target = (f"its target reached by {len(reached)} of {len(runs)} at {_spread(reached, '{:,.0f}')} frames"
+    reached = [float(r["frames_to_threshold"]) for r in runs
+               if r.get("frames_to_threshold") is not None]
+    target = (f"its target reached by {len(reached)} of {len(runs)} at "
+              f"{_spread(reached, '{:,.0f}')} frames"
               if reached else f"its target reached by none of {len(runs)}")
     return f"final return {_spread([r['mean_return'] for r in runs], '{:.1f}')}, {target}"
 
@@ -86,10 +89,13 @@ def summary(records: list[dict], name: str, where: str) -> str:
     loads = [r["load_avg_1min_before"] for r in runs]
     seeds = ", ".join(str(r["seed"]) for r in runs)
     which = (f"median [min, max] over seeds {seeds}, runs started {starts[0]} to {starts[-1]} "
-             f"at a 1-minute load average of {min(loads):.1f} to {max(loads):.1f}" if len(runs) > 1 else
-             f"one run (seed {seeds}), started {starts[0]} at a 1-minute load average of {loads[0]:.1f}")
-    return (f"{brief(records, name, where)}, {_spread([r['seconds'] for r in runs], '{:,.0f}')} s of wall time "
-            f"({_spread([r['fps'] for r in runs], '{:,.0f}')} frames/s including training); {which}")
+             f"at a 1-minute load average of {min(loads):.1f} to {max(loads):.1f}"
+             if len(runs) > 1 else
+             f"one run (seed {seeds}), started {starts[0]} at a 1-minute load average of "
+             f"{loads[0]:.1f}")
+    return (f"{brief(records, name, where)}, {_spread([r['seconds'] for r in runs], '{:,.0f}')} s "
+            f"of wall time ({_spread([r['fps'] for r in runs], '{:,.0f}')} frames/s including "
+            f"training); {which}")
 
 
 def _fmt(x: float) -> str:
@@ -101,7 +107,9 @@ def series(records: list[dict], name: str, tag: str, where: str) -> str:
     runs = [r for r in _runs(records, name, where) if tag in r.get("series", {})]
     if not runs:
         tags = sorted({t for r in records if r["example"] == name for t in r.get("series", {})})
-        raise PluginError(f"{where}: no recorded run of {name!r} holds the series {tag!r}; its series: {tags}")
+        raise PluginError(
+            f"{where}: no recorded run of {name!r} holds the series {tag!r}; its series: {tags}"
+        )
     values = [[v for _, v in r["series"][tag]] for r in runs]
     med = statistics.median
     return (f"first {_fmt(med(v[0] for v in values))}, median over the run "

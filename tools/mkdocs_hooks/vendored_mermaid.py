@@ -18,14 +18,18 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 MERMAID = "javascripts/mermaid-11.17.2.min.js"  # relative to docs_dir and to the site root
-BUNDLE = re.compile(r'<script src="(?P<prefix>[^"]*)assets/javascripts/bundle\.[0-9a-f]+\.min\.js"></script>')
+BUNDLE = re.compile(
+    r'<script src="(?P<prefix>[^"]*)assets/javascripts/bundle\.[0-9a-f]+\.min\.js"></script>'
+)
 DIAGRAM = '<pre class="mermaid">'
 
 
 def on_config(config):  # noqa: ANN001, ANN201 (mkdocs hook API)
     """mkdocs event: fail early when the vendored file is missing."""
     if not (Path(config.docs_dir) / MERMAID).is_file():
-        raise PluginError(f"{MERMAID} not found under {config.docs_dir}: see docs/javascripts/README.md")
+        raise PluginError(
+            f"{MERMAID} not found under {config.docs_dir}: see docs/javascripts/README.md"
+        )
     return config
 
 
@@ -35,7 +39,9 @@ def add_script(output: str, where: str) -> str:
         return output
     bundle = BUNDLE.search(output)
     if bundle is None:
-        raise PluginError(f"{where}: no mkdocs-material bundle <script> found to put mermaid before")
+        raise PluginError(
+            f"{where}: no mkdocs-material bundle <script> found to put mermaid before"
+        )
     tag = f'<script src="{bundle["prefix"]}{MERMAID}"></script>\n'
     return output[: bundle.start()] + tag + output[bundle.start() :]
 
