@@ -150,7 +150,8 @@ def test_bad_arguments_are_named():
     with pytest.raises(TypeError, match="create_env_fn"):
         SerialEnv(2, "CartPole-v1")
     before = _children()
-    with pytest.raises(pickle.PicklingError, match="create_env_kwargs: cannot be sent to a worker process"):
+    with pytest.raises(pickle.PicklingError,
+                       match="create_env_kwargs: cannot be sent to a worker process"):
         ParallelEnv(2, FlakyEnv, {"lock": threading.Lock()})  # not even cloudpickle can send a lock
     with pytest.raises(ValueError, match="timeout"):
         ParallelEnv(2, FlakyEnv, timeout=0)

@@ -173,7 +173,8 @@ def test_dqn_reduction_none_gives_per_sample_losses_to_weight():
     td = TensorDict({
         "observation": torch.randn(5, 3, generator=g),
         "action": torch.randint(0, 2, (5,), generator=g),
-        "next": {"observation": torch.randn(5, 3, generator=g), "reward": torch.randn(5, 1, generator=g),
+        "next": {"observation": torch.randn(5, 3, generator=g),
+                 "reward": torch.randn(5, 1, generator=g),
                  "done": torch.zeros(5, 1, dtype=torch.bool)},
     }, [5])
     per_sample = DQNLoss(q, gamma=0.9, delay_value=False, reduction="none")(td)["loss"]

@@ -46,7 +46,8 @@ with torch.profiler.profile() as prof:
     f = compile_with_warmup(lambda x: x * 2, warmup=1, backend="eager")
     f(torch.ones(3)); f(torch.ones(3)); f(torch.ones(3))
 names = [e.name for e in prof.events()]
-print(json.dumps({n: names.count(n) for n in set(names) if not n.startswith(("aten::", "autograd"))}))
+print(json.dumps({n: names.count(n) for n in set(names)\
+ if not n.startswith(("aten::", "autograd"))}))
 """
 
 EXPECTED = {

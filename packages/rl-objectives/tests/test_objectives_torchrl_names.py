@@ -86,6 +86,7 @@ def test_the_alias_attribute_writes_through():
 def test_torchrl_estimator_arguments_are_refused_with_the_replacement(name):
     with pytest.raises(TypeError) as info:
         GAE(gamma=0.99, lmbda=0.95, **{name: True})
-    assert str(info.value) == f"{name}: TorchRL's argument is not supported here; {TORCHRL_ONLY_ESTIMATOR[name]}"
+    assert str(info.value) == (f"{name}: TorchRL's argument is not supported here; "
+                               f"{TORCHRL_ONLY_ESTIMATOR[name]}")
     with pytest.raises(TypeError, match="GAE: got an unexpected keyword argument 'lambda_'"):
         GAE(gamma=0.99, lmbda=0.95, lambda_=0.9)

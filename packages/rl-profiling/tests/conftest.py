@@ -47,7 +47,8 @@ def run_workload(mode: str, out: Path, timeout: float) -> dict:
 
 @pytest.fixture(scope="session")
 def torch_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    """One armed Python with torch: a real torch.profiler and a ProfilerHook (see profiling_workload)."""
+    """One armed Python with torch: a real torch.profiler and a ProfilerHook (see
+    profiling_workload)."""
     out = tmp_path_factory.mktemp("torch_run")
     return run_workload("torch", out, timeout=240), out
 

@@ -17,7 +17,8 @@ STAND_IN = textwrap.dedent(
     inert = rl_profiling.set_nvtx_enabled(True)  # no CUDA here: stays off
     with rl_profiling.record("Loop.before"):
         pass
-    _ranges._set_nvtx_backend(lambda name: calls.append(["push", name]), lambda: calls.append(["pop"]))
+    _ranges._set_nvtx_backend(lambda name: calls.append(["push", name]),\
+ lambda: calls.append(["pop"]))
     @rl_profiling.profiled("Loop.step")
     def step():
         with rl_profiling.record("Loop.inner"):

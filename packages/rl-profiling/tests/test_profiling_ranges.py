@@ -103,7 +103,8 @@ def test_enabling_without_arming_warns_and_does_nothing() -> None:
 def test_runtime_toggle_when_armed(run_py) -> None:
     code = BLOCK_TORCH + (
         "import json\n"
-        "from rl_profiling import profiled, profiling_enabled, profiling_env, record, set_profiling_enabled\n"
+        "from rl_profiling import profiled, profiling_enabled, profiling_env, record, "
+        "set_profiling_enabled\n"
         "def step():\n"
         "    'Step the env.'\n"
         "    return 7\n"
@@ -136,8 +137,10 @@ def test_spawned_children_come_up_armed(run_py) -> None:
         "        pool.close(); pool.join()\n"
         "    env = {k: v for k, v in __import__('os').environ.items() if k != 'RL_PROFILING'}\n"
         "    env.update(rl_profiling.profiling_env())\n"
-        "    sub = subprocess.run([sys.executable, '-c', 'import rl_profiling; print(rl_profiling.ARMED)'],\n"
-        "                         env=env, capture_output=True, text=True, check=True).stdout.strip()\n"
+        "    sub = subprocess.run([sys.executable, '-c', "
+        "'import rl_profiling; print(rl_profiling.ARMED)'],\n"
+        "                         env=env, capture_output=True, text=True, "
+        "check=True).stdout.strip()\n"
         "    print(json.dumps([rl_profiling.ARMED, child, sub]))\n"
     )
     assert json.loads(run_py(["-c", code], armed=True).stdout) == [True, True, "True"]

@@ -13,7 +13,8 @@ import pytest
 CODE = (
     "import json, os, subprocess, sys\n"
     "import rl_profiling\n"
-    "child = subprocess.run([sys.executable, '-c', 'import rl_profiling; print(rl_profiling.ARMED)'],\n"
+    "child = subprocess.run([sys.executable, '-c', "
+    "'import rl_profiling; print(rl_profiling.ARMED)'],\n"
     "                       capture_output=True, text=True, check=True)\n"
     "print(json.dumps([rl_profiling.ARMED, os.environ.get('RL_PROFILING'),\n"
     "                  child.stdout.strip(), child.stderr]))\n"

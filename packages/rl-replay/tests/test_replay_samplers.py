@@ -165,4 +165,5 @@ def test_random_ranks_are_pooled_only_while_the_row_count_holds():
     assert sampler._pool_size == 1 and index.max() < 110
     ranks = [sampler.sample(storage, 8, gen)[0] for _ in range(2000)]
     counts = torch.bincount(torch.cat(ranks), minlength=110).double()
-    assert counts.min() > 0.6 * counts.mean() and counts.max() < 1.4 * counts.mean()  # uniform over 110
+    # uniform over 110
+    assert counts.min() > 0.6 * counts.mean() and counts.max() < 1.4 * counts.mean()

@@ -22,7 +22,8 @@ def _batch(n: int, seed: int) -> TensorDict:
     obs = torch.randint(0, 256, (n, *FRAMES), dtype=torch.uint8, generator=g)
     nxt = torch.randint(0, 256, (n, *FRAMES), dtype=torch.uint8, generator=g)
     return TensorDict(observation=obs, action=torch.arange(n),
-                      next=TensorDict(observation=nxt, reward=torch.ones(n, 1), batch_size=[n]), batch_size=[n])
+                      next=TensorDict(observation=nxt, reward=torch.ones(n, 1), batch_size=[n]),
+                      batch_size=[n])
 
 
 STORAGES = {
@@ -35,7 +36,8 @@ STORAGES = {
 
 @pytest.mark.parametrize("kind", sorted(STORAGES))
 def test_uint8_round_trip(kind, tmp_path):
-    buffer = TensorDictReplayBuffer(storage=STORAGES[kind](tmp_path), sampler=RandomSampler(), batch_size=16)
+    buffer = TensorDictReplayBuffer(storage=STORAGES[kind](tmp_path), sampler=RandomSampler(),
+                                    batch_size=16)
     data = _batch(40, seed=1)
     buffer.extend(data)
     sample = buffer.sample()

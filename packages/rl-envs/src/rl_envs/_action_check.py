@@ -25,7 +25,8 @@ def check_action(env: EnvBase, action: Any) -> None:
         spec = env._action_leaf
         if spec is None:
             raise InvalidActionError(
-                f"expected a TensorDict holding the action keys {env.action_keys}, received a tensor"
+                f"expected a TensorDict holding the action keys {env.action_keys}, "
+                "received a tensor"
             )
         if action.dtype != spec.dtype or action.shape != spec.shape:
             spec.assert_is_in(action, env.action_key, InvalidActionError)

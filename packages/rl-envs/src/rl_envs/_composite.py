@@ -86,7 +86,8 @@ class Composite:
         for i, k in enumerate(key):
             if not isinstance(spec, Composite) or k not in spec._specs:
                 raise KeyError(
-                    f"Composite has no key {_unwrap(key[: i + 1])!r}; keys: {list(self.keys(True, True))}"
+                    f"Composite has no key {_unwrap(key[: i + 1])!r}; keys: "
+                    f"{list(self.keys(True, True))}"
                 )
             spec = spec._specs[k]
         return spec
@@ -198,7 +199,8 @@ class Composite:
         new = _size(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if new[len(new) - len(self.shape) :] != self.shape or len(new) < len(self.shape):
             raise SpecError(
-                f"Composite.expand: the new shape must end with {tuple(self.shape)}, received {tuple(new)}"
+                f"Composite.expand: the new shape must end with {tuple(self.shape)}, received "
+                f"{tuple(new)}"
             )
         lead = new[: len(new) - len(self.shape)]
         return Composite(

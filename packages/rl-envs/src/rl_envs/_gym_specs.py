@@ -93,5 +93,6 @@ def space_to_spec(
             device=device,
         )
     raise TypeError(
-        f"unsupported gymnasium space {kind} ({space!r}); supported: Box, Discrete, MultiDiscrete, MultiBinary, Dict"
+        f"unsupported gymnasium space {kind} ({space!r}); "
+        "supported: Box, Discrete, MultiDiscrete, MultiBinary, Dict"
     )

@@ -169,14 +169,17 @@ class MultiCategorical(TensorSpec):
         bad = (value < 0) | (value >= self.nvec)
         if bad.any():
             idx = tuple(bad.nonzero()[0].tolist())
-            return f"value out of range at index {idx}: {value[idx].item()} not in [0, {self.nvec[idx].item()})"
+            return (f"value out of range at index {idx}: {value[idx].item()} "
+                    f"not in [0, {self.nvec[idx].item()})")
         return None
 
     def project(self, value: torch.Tensor) -> torch.Tensor:
         return torch.minimum(value.clamp_min(0), self.nvec - 1).to(value.dtype)
 
     def __repr__(self) -> str:
-        return f"MultiCategorical(shape={tuple(self.shape)}, dtype={self.dtype}, nvec={self.nvec.reshape(-1, self.shape[-1])[0].tolist() if self.shape else self.nvec.tolist()})"
+        return (f"MultiCategorical(shape={tuple(self.shape)}, dtype={self.dtype}, "
+                f"""nvec={self.nvec.reshape(-1, self.shape[-1])[0].tolist()
+                          if self.shape else self.nvec.tolist()})""")
 
 
 class OneHot(TensorSpec):

@@ -99,7 +99,8 @@ class Transform:
         """
         if state:
             raise KeyError(
-                f"{type(self).__name__}.load_state_dict: expected an empty state, got keys {sorted(state)}"
+                f"{type(self).__name__}.load_state_dict: expected an empty state, got keys "
+                f"{sorted(state)}"
             )
 
     # -- helpers ------------------------------------------------------------------------
@@ -172,7 +173,8 @@ class Compose(Transform):
         names = list(self.state_dict())
         if sorted(state) != sorted(names):
             raise ValueError(
-                f"Compose.load_state_dict: expected the state of the chain {names}, got {sorted(state)}"
+                f"Compose.load_state_dict: expected the state of the chain {names}, got "
+                f"{sorted(state)}"
             )
         for name, t in zip(names, self.transforms, strict=True):
             t.load_state_dict(state[name])
@@ -236,7 +238,8 @@ class TransformedEnv(EnvBase):
 
     Examples:
         >>> from rl_envs import GymEnv, RewardSum, StepCounter
-        >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), Compose(StepCounter(5), RewardSum()))
+        >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2),
+        ...                      Compose(StepCounter(5), RewardSum()))
         >>> data = env.rollout(5, break_when_any_done=False)
         >>> data["next", "step_count"][0, :, 0].tolist()
         [1, 2, 3, 4, 5]

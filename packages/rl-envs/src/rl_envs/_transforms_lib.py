@@ -169,7 +169,8 @@ class RewardSum(Transform):
             ]
         if len(out_keys) != len(in_keys):
             raise ValueError(
-                f"RewardSum: in_keys and out_keys must have the same length, received {in_keys} and {out_keys}"
+                f"RewardSum: in_keys and out_keys must have the same length, received {in_keys} "
+                f"and {out_keys}"
             )
         super().__init__(in_keys, out_keys)
 

@@ -110,7 +110,8 @@ class TensorDictPrimer(Transform):
 
     Examples:
         >>> from rl_envs import GymEnv, TransformedEnv, Unbounded
-        >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), TensorDictPrimer({"h": Unbounded((8,))}))
+        >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2),
+        ...                      TensorDictPrimer({"h": Unbounded((8,))}))
         >>> env.reset()["h"].shape
         torch.Size([2, 8])
         >>> env.close()
@@ -200,7 +201,8 @@ class ObservationNorm(Transform):
 
     Examples:
         >>> from rl_envs import GymEnv, TransformedEnv
-        >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=4), ObservationNorm(standard_normal=True))
+        >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=4),
+        ...                      ObservationNorm(standard_normal=True))
         >>> env.transform[0].init_stats(200)
         >>> obs = env.rollout(500, break_when_any_done=False)["observation"]
         >>> bool(obs.mean((0, 1)).abs().max() < 0.5)

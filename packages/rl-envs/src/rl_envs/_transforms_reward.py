@@ -63,8 +63,10 @@ class ClipTransform(MapTransform):
         >>> bool(obs.abs().max() <= 0.5), env.observation_spec["observation"].high.tolist()[0]
         (True, [0.5, 0.5, 0.5])
         >>> env.close()
-        >>> env = TransformedEnv(GymEnv("Pendulum-v1", num_envs=2), ClipTransform(in_keys_inv=["action"]))
-        >>> type(env.action_spec).__name__, env.transform[0].inv_action(torch.tensor([[9.0], [-1.0]])).tolist()
+        >>> env = TransformedEnv(GymEnv("Pendulum-v1", num_envs=2),
+        ...                      ClipTransform(in_keys_inv=["action"]))
+        >>> (type(env.action_spec).__name__,
+        ...  env.transform[0].inv_action(torch.tensor([[9.0], [-1.0]])).tolist())
         ('Unbounded', [[2.0], [-1.0]])
         >>> env.close()
     """

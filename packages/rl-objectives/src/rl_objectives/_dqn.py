@@ -107,7 +107,9 @@ class DQNLoss(LossModule):
     def _chosen(self, action_value: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         space = self.action_space
         if space is None:
-            space = "categorical" if not action.dtype.is_floating_point and action.dtype != torch.bool else "one-hot"
+            space = ("categorical"
+                     if not action.dtype.is_floating_point and action.dtype != torch.bool
+                     else "one-hot")
         if space == "one-hot":
             return (action_value * action.to(action_value.dtype)).sum(-1)
         index = action.long()

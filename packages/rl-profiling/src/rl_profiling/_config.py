@@ -61,10 +61,11 @@ class ProfileConfig:
         (3, True, False)
         >>> cfg.trace_path(2)
         'traces/worker_2.json'
-        >>> ProfileConfig(num_rollouts=2, warmup_rollouts=2)
+        >>> ProfileConfig(num_rollouts=2, warmup_rollouts=2)  # doctest: +NORMALIZE_WHITESPACE
         Traceback (most recent call last):
         ...
-        ValueError: ProfileConfig: num_rollouts must exceed warmup_rollouts (num_rollouts=2, warmup_rollouts=2)
+        ValueError: ProfileConfig: num_rollouts must exceed warmup_rollouts
+        (num_rollouts=2, warmup_rollouts=2)
     """
 
     workers: list[int] | None = field(default_factory=lambda: [0])
@@ -126,13 +127,15 @@ class ProfileConfig:
         if several and _PLACEHOLDER not in fields:
             raise ValueError(
                 f"ProfileConfig.save_path {self.save_path!r} must contain {{{_PLACEHOLDER}}} "
-                f"when several workers are profiled (workers={self.workers}): each writes its own trace"
+                f"when several workers are profiled (workers={self.workers}): "
+                "each writes its own trace"
             )
 
     def _check_activities(self) -> None:
         if isinstance(self.activities, str) or not hasattr(self.activities, "__iter__"):
             raise TypeError(
-                f"ProfileConfig.activities: expected a list such as ['cpu', 'cuda'], got {self.activities!r}"
+                "ProfileConfig.activities: expected a list such as ['cpu', 'cuda'], got "
+                f"{self.activities!r}"
             )
         self.activities = [str(a).lower() for a in self.activities]
         bad = [a for a in self.activities if a not in ACTIVITIES]

@@ -165,8 +165,9 @@ class TraceSummary:
         ...     {"ph": "X", "name": "Collector.policy", "ts": 7, "dur": 2, "pid": 1, "tid": 1},
         ... ]
         >>> s = summarize_events(events)
-        >>> [(r.name, r.total_us, r.self_us) for r in s.ranges]
-        [('Collector.rollout', 10.0, 2.0), ('EnvBase.step', 6.0, 6.0), ('Collector.policy', 2.0, 2.0)]
+        >>> [(r.name, r.total_us, r.self_us) for r in s.ranges]  # doctest: +NORMALIZE_WHITESPACE
+        [('Collector.rollout', 10.0, 2.0), ('EnvBase.step', 6.0, 6.0),
+         ('Collector.policy', 2.0, 2.0)]
         >>> s.verdict()  # doctest: +NORMALIZE_WHITESPACE
         'environment stepping takes 60% of the profiled time (policy inference 20%,
         collector overhead / waiting for data 20%): read docs/envs.md next'

@@ -156,7 +156,8 @@ class RecurrentModuleBase(TensorDictModuleBase):
         return is_init
 
     def _read_state(self, tensordict: TensorDictBase, key: NestedKey, starts: Tensor, like: Tensor):
-        """The state under ``key`` at the given steps, zero where ``starts``; shape ``[*S, L, H]``."""
+        """The state under ``key`` at the given steps, zero where ``starts``; shape
+        ``[*S, L, H]``."""
         shape = (*starts.shape, self.rnn.num_layers, self.rnn.hidden_size)
         state = tensordict.get(key, None)
         if state is None:

@@ -26,8 +26,8 @@ def _check_sizes(input_size: int, hidden_size: int, num_layers: int, dropout: fl
 
 
 TORCHRL_ONLY = {
-    "python_based": "choose the implementation with recurrent_backend= ('scan' steps the cell math in "
-    "Python over time; 'pad' runs torch's own module over padded segments; 'triton' a "
+    "python_based": "choose the implementation with recurrent_backend= ('scan' steps the cell "
+    "math in Python over time; 'pad' runs torch's own module over padded segments; 'triton' a "
     "fused kernel)",
     "batch_first": "inputs are always batch-first ([*B, T, F])",
     "bidirectional": "policies run forward in time only",
@@ -93,10 +93,12 @@ class LSTMModule(RecurrentModuleBase):
         >>> from tensordict import TensorDict
         >>> from rl_recurrent import LSTMModule, set_recurrent_mode
         >>> lstm = LSTMModule(3, 8, in_key="obs", out_key="feat")
-        >>> td = TensorDict({"obs": torch.randn(4, 3), "is_init": torch.ones(4, 1, dtype=torch.bool)}, [4])
+        >>> td = TensorDict({"obs": torch.randn(4, 3),
+        ...                  "is_init": torch.ones(4, 1, dtype=torch.bool)}, [4])
         >>> lstm(td)["next", "recurrent_state_h"].shape
         torch.Size([4, 1, 8])
-        >>> seq = TensorDict({"obs": torch.randn(4, 10, 3), "is_init": torch.zeros(4, 10, 1, dtype=torch.bool)}, [4, 10])
+        >>> seq = TensorDict({"obs": torch.randn(4, 10, 3),
+        ...                   "is_init": torch.zeros(4, 10, 1, dtype=torch.bool)}, [4, 10])
         >>> seq["is_init"][:, 0] = True
         >>> with set_recurrent_mode(True):
         ...     lstm(seq)["feat"].shape
@@ -175,7 +177,8 @@ class GRUModule(RecurrentModuleBase):
         >>> from tensordict import TensorDict
         >>> from rl_recurrent import GRUModule
         >>> gru = GRUModule(3, 8, num_layers=2, in_key="obs", out_key="feat")
-        >>> td = TensorDict({"obs": torch.randn(4, 3), "is_init": torch.ones(4, 1, dtype=torch.bool)}, [4])
+        >>> td = TensorDict({"obs": torch.randn(4, 3),
+        ...                  "is_init": torch.ones(4, 1, dtype=torch.bool)}, [4])
         >>> gru(td)["next", "recurrent_state"].shape
         torch.Size([4, 2, 8])
     """

@@ -180,7 +180,8 @@ def _lstm_bwd_kernel(
     PRECISION: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):  # fmt: skip
-    """LSTM chunk in reverse: ``d_pre`` ``[K, B, 4H]``; ``dh``/``dc`` ``[B, H]`` carried in place."""
+    """LSTM chunk in reverse: ``d_pre`` ``[K, B, 4H]``; ``dh``/``dc`` ``[B, H]`` carried in
+    place."""
     offs_b = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     mask_b = offs_b < batch
     for step in range(n_steps):

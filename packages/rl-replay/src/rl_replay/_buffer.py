@@ -265,7 +265,8 @@ class ReplayBuffer:
         """
         if not hasattr(self._sampler, "update_priority"):
             raise ReplayBufferError(
-                f"update_priority: expected a prioritized sampler, got {type(self._sampler).__name__}"
+                "update_priority: expected a prioritized sampler, got "
+                f"{type(self._sampler).__name__}"
             )
         with self._lock:
             self._sampler.update_priority(index, priority)

@@ -89,8 +89,9 @@ class RandomSampler(Sampler):
     out one row per ``sample``): a ``randint`` costs microseconds of dispatch whatever its
     size. The pool is dropped when the number of stored rows or the batch size changes;
     ``k`` doubles each time a pool is used up and falls back to 1 when one is dropped
-    unused (a buffer still filling up). The pool is part of the state, so a restored buffer draws what the original would have
-    (the pool belongs to the generator of the buffer that samples).
+    unused (a buffer still filling up). The pool is part of the state, so a restored buffer
+    draws what the original would have (the pool belongs to the generator of the buffer that
+    samples).
     In a compilable buffer the ranks are drawn on the storage's device, from
     ``randint(2**62) % len(storage)`` with the length a tensor (no host sync).
 
@@ -114,7 +115,9 @@ class RandomSampler(Sampler):
             # a pool dropped unused means the buffer grows between samples: draw one batch
             size = 1 if self._pool else min(2 * self._pool_size, self.POOL)
             ranks = torch.randint(n, (size, batch_size), generator=generator)
-            self._pool, self._pool_key, self._pool_size = list(ranks.unbind(0)), (n, batch_size), size
+            self._pool, self._pool_key, self._pool_size = (
+                list(ranks.unbind(0)), (n, batch_size), size
+            )
         return storage.valid_flat(self._pool.pop()), {}
 
     POOL = 16

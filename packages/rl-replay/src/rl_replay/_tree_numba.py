@@ -51,7 +51,8 @@ class NumbaPriorityTree(PriorityTree):
         >>> tree.update(torch.tensor([7, 42]), torch.ones(2, dtype=torch.float64))  # written
         >>> tree.set_priorities(torch.tensor([7, 42]), torch.tensor([1.0, 3.0]), eps=0.0, alpha=1.0)
         (0, 3.0)
-        >>> index, weight = tree.sample_weighted(torch.tensor([0.2, 0.9], dtype=torch.float64), beta=1.0)
+        >>> index, weight = tree.sample_weighted(torch.tensor([0.2, 0.9], dtype=torch.float64),
+        ...                                      beta=1.0)
         >>> index.tolist(), weight.tolist()
         ([7, 42], [1.0, 0.3333333432674408])
     """

@@ -11,8 +11,9 @@ state, and replaces its two batched paths by kernels from
   the chosen node's children) for every draw.
 
 :func:`~rl_replay._tree_choice.make_priority_tree` picks it when the tree lives on a CUDA
-device and triton is installed (the ``[cuda]`` extra); with ``TRITON_INTERPRET=1`` it also runs on the CPU
-through Triton's interpreter, which is how it is tested against the torch tree.
+device and triton is installed (the ``[cuda]`` extra); with ``TRITON_INTERPRET=1`` it also
+runs on the CPU through Triton's interpreter, which is how it is tested against the torch
+tree.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ __all__ = ["ValueEstimatorBase"]
 
 _KEYS = "set them with .set_keys(advantage=..., value_target=..., value=...)"
 TORCHRL_ONLY = {
-    "vectorized": "the estimators always run one vectorised computation over time (no per-step loop to choose)",
+    "vectorized": "the estimators always run one vectorised computation over time (no per-step "
+                  "loop to choose)",
     "advantage_key": _KEYS,
     "value_target_key": _KEYS,
     "value_key": _KEYS,
@@ -87,10 +88,13 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
         **torchrl_only: Any,
     ) -> None:
         super().__init__()
-        for name in torchrl_only:  # a TorchRL argument names what to use instead; any other is a typo
+        # a TorchRL argument names what to use instead; any other is a typo
+        for name in torchrl_only:
             reason = TORCHRL_ONLY.get(name)
-            raise TypeError(f"{name}: TorchRL's argument is not supported here; {reason}" if reason
-                            else f"{type(self).__name__}: got an unexpected keyword argument {name!r}")
+            raise TypeError(
+                f"{name}: TorchRL's argument is not supported here; {reason}" if reason
+                else f"{type(self).__name__}: got an unexpected keyword argument {name!r}"
+            )
         if not isinstance(gamma, (float, int, torch.Tensor)) or isinstance(gamma, bool):
             raise ValueError(f"gamma must be a float or a tensor, got {type(gamma).__name__}")
         if value_network is not None and not isinstance(value_network, TensorDictModuleBase):

@@ -98,7 +98,9 @@ def scan_time_major_(a: torch.Tensor, b: torch.Tensor, steps: int) -> torch.Tens
     return b[:steps]
 
 
-def _double_functional(b: torch.Tensor, a: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _double_functional(
+    b: torch.Tensor, a: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Recursive doubling inside the last dim, without ``out=`` so that inductor fuses it."""
     s = 1
     while s < k:
