@@ -29,13 +29,18 @@ def _build(seed: int):
     env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), RewardSum())
     spec = env.action_spec
     qnet = QValueActor(MLP(4, 2, num_cells=16, depth=2), spec=spec)
-    policy = TensorDictSequential(qnet, EGreedyModule(spec, eps_init=0.5, eps_end=0.1, annealing_num_steps=500))
+    policy = TensorDictSequential(
+        qnet, EGreedyModule(spec, eps_init=0.5, eps_end=0.1, annealing_num_steps=500)
+    )
     collector = Collector(env, policy, frames_per_batch=32, total_frames=-1, init_random_frames=64)
     collector.set_seed(7)
-    buffer = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyTensorStorage(1000), batch_size=16)
+    buffer = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=LazyTensorStorage(1000),
+                                               batch_size=16)
     loss = DQNLoss(qnet, delay_value=True, double_dqn=True)
-    parts = dict(policy=policy, loss=loss, optim=torch.optim.Adam(loss.value_network.parameters(), lr=1e-3),
-                 target=HardUpdate(loss, value_network_update_interval=3), buffer=buffer, collector=collector)
+    parts = dict(policy=policy, loss=loss,
+                 optim=torch.optim.Adam(loss.value_network.parameters(), lr=1e-3),
+                 target=HardUpdate(loss, value_network_update_interval=3), buffer=buffer,
+                 collector=collector)
     return parts, iter(collector)
 
 

@@ -207,7 +207,8 @@ def test_python_blocks_run(page: Path, tmp_path: Path):
         os.killpg(proc.pid, 9)
         proc.communicate()
         pytest.fail(
-            f"{rel}: python blocks did not finish within {PAGE_TIMEOUT} s; mark slow ones <!-- no-run: reason -->"
+            f"{rel}: python blocks did not finish within {PAGE_TIMEOUT} s; "
+            "mark slow ones <!-- no-run: reason -->"
         )
     leftovers = _session_leftovers(proc.pid)
     for leftover in leftovers:

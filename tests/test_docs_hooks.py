@@ -79,11 +79,13 @@ def test_stamp_without_and_with_recorded_versions(results: dict):
 
 def test_value_and_ratio_markers(results: dict):
     row = results["rows"][0]
-    marker = f'<!-- bench-value: {row["bench"]} "{row["figure"]}" --> and <!-- bench-ratio: {row["bench"]} "{row["figure"]}" -->'
+    marker = (f'<!-- bench-value: {row["bench"]} "{row["figure"]}" --> and '
+              f'<!-- bench-ratio: {row["bench"]} "{row["figure"]}" -->')
     out = bench_tables.expand(marker, results, "page.md")
     assert (
         out
-        == f"{bench_tables.fmt_number(row['value'])} {row['unit']} and {bench_tables.fmt_number(row['ratio'])}"
+        == f"{bench_tables.fmt_number(row['value'])} {row['unit']} and "
+           f"{bench_tables.fmt_number(row['ratio'])}"
     )
 
 

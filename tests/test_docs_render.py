@@ -8,8 +8,9 @@ to a host other than the local server (the site must work without the internet: 
 off, mermaid vendored under ``docs/javascripts/``), or an empty main content; on pages
 with mermaid fences every diagram must become an SVG. A page also fails when it is wider
 than the 1280 px viewport (it would scroll sideways) or when a diagram had to be shrunk
-below 0.6 of its own size to fit the content column (its text is then unreadable). Screenshots of the home page and of
-one internals page go to ``$RL_TEST_ARTIFACTS`` (default ``<repo>/artifacts/docs/``).
+below 0.6 of its own size to fit the content column (its text is then unreadable).
+Screenshots of the home page and of one internals page go to ``$RL_TEST_ARTIFACTS``
+(default ``<repo>/artifacts/docs/``).
 The browser tests are skipped, with the reason, when ``chromium`` is not installed
 (``.ci/run`` installs it).
 """
@@ -41,7 +42,8 @@ SHOTS = {"home.png": "", "internals-collector.png": "internals/collector/"}
 # mkdocs-material renders each diagram into a *closed* shadow root; open it for the test
 OPEN_SHADOW_ROOTS = """
 const attach = Element.prototype.attachShadow;
-Element.prototype.attachShadow = function (init) { return attach.call(this, {...init, mode: "open"}); };
+Element.prototype.attachShadow = function (init) {\
+ return attach.call(this, {...init, mode: "open"}); };
 """
 DIAGRAMS_DONE = """n => {
   const done = [...document.querySelectorAll("div.mermaid")].filter(
@@ -184,13 +186,14 @@ class _Tab:
         layout = self.page.evaluate(LAYOUT)
         if layout["width"] > layout["viewport"]:
             self._add(
-                f"page is {layout['width']} px wide, wider than the {layout['viewport']} px viewport"
+                f"page is {layout['width']} px wide, "
+                f"wider than the {layout['viewport']} px viewport"
             )
         for i, scale in enumerate(layout["scales"]):
             if scale < MIN_DIAGRAM_SCALE:
                 self._add(
-                    f"diagram {i + 1} is drawn at {scale:.2f} of its size (below {MIN_DIAGRAM_SCALE}): "
-                    "too wide to read at page width"
+                    f"diagram {i + 1} is drawn at {scale:.2f} of its size (below "
+                    f"{MIN_DIAGRAM_SCALE}): too wide to read at page width"
                 )
 
     def _wait_for_diagrams(self, diagrams: int) -> bool:

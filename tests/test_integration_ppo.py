@@ -1,4 +1,5 @@
-"""PPO end to end: rl-modules' ProbabilisticActor + ValueOperator -> Collector -> GAE -> buffer -> ClipPPOLoss.
+"""PPO end to end: rl-modules' ProbabilisticActor + ValueOperator -> Collector -> GAE -> buffer
+-> ClipPPOLoss.
 
 Real CartPole (a gymnasium vector env), real optimiser steps. Checks the layout of the
 collected batches, that nothing is NaN, and that a few PPO iterations raise the mean

@@ -51,7 +51,8 @@ print("AsyncBatchedCollector", sum(batch.numel() for batch in collector))
 collector.shutdown()
 """,
     """
-collector = DistributedDataCollector(make_env, policy, frames_per_batch=8, total_frames=16, num_collectors=2,
+collector = DistributedDataCollector(make_env, policy, frames_per_batch=8, total_frames=16,\
+ num_collectors=2,
                                      backend="gloo")
 print("DistributedDataCollector", sum(batch.numel() for batch in collector))
 collector.shutdown()
