@@ -43,7 +43,53 @@ def refuse_torchrl_only(owner: str, kwargs: dict[str, Any]) -> None:
                         else f"{owner}: got an unexpected keyword argument {name!r}")
 
 
-class LSTMModule(RecurrentModuleBase):
+class _TorchRNNModule(RecurrentModuleBase):
+    """The constructor :class:`LSTMModule` and :class:`GRUModule` share.
+
+    A subclass names the torch module to wrap (``_rnn_class``), the attribute that holds it
+    (``_rnn_attribute``, hence its ``state_dict`` prefix) and its default state keys
+    (``_default_state_keys``); the arguments are documented on the subclasses.
+    """
+
+    _rnn_class: type[nn.LSTM] | type[nn.GRU]
+    _rnn_attribute: str
+    _default_state_keys: tuple[str, ...]
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        dropout: float = 0.0,
+        *,
+        in_key: NestedKey | None = None,
+        in_keys: Sequence[NestedKey] | None = None,
+        out_key: NestedKey | None = None,
+        out_keys: Sequence[NestedKey] | None = None,
+        device: torch.device | str | None = None,
+        recurrent_backend: str = "auto",
+        recurrent_recompute: str = "none",
+        recurrent_compute_dtype: torch.dtype | None = None,
+        recurrent_matmul_precision: str | None = None,
+        **torchrl_only: Any,
+    ) -> None:
+        super().__init__()
+        refuse_torchrl_only(type(self).__name__, torchrl_only)
+        _check_sizes(input_size, hidden_size, num_layers, dropout)
+        keys = resolve_keys(in_key, in_keys, out_key, out_keys, self._default_state_keys)
+        rnn = self._rnn_class(
+            input_size, hidden_size, num_layers, bias=bias, batch_first=True,
+            dropout=dropout, device=device,
+        )  # fmt: skip
+        setattr(self, self._rnn_attribute, rnn)
+        self._setup(
+            rnn, *keys, recurrent_backend, recurrent_recompute,
+            recurrent_compute_dtype, recurrent_matmul_precision,
+        )  # fmt: skip
+
+
+class LSTMModule(_TorchRNNModule):
     """An ``nn.LSTM`` as a TensorDict module, in sequential or recurrent mode.
 
     Sequential mode (the default; a collector calls the policy one step at a time): reads
@@ -105,37 +151,9 @@ class LSTMModule(RecurrentModuleBase):
         torch.Size([4, 10, 8])
     """
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        dropout: float = 0.0,
-        *,
-        in_key: NestedKey | None = None,
-        in_keys: Sequence[NestedKey] | None = None,
-        out_key: NestedKey | None = None,
-        out_keys: Sequence[NestedKey] | None = None,
-        device: torch.device | str | None = None,
-        recurrent_backend: str = "auto",
-        recurrent_recompute: str = "none",
-        recurrent_compute_dtype: torch.dtype | None = None,
-        recurrent_matmul_precision: str | None = None,
-        **torchrl_only: Any,
-    ) -> None:
-        super().__init__()
-        refuse_torchrl_only(type(self).__name__, torchrl_only)
-        _check_sizes(input_size, hidden_size, num_layers, dropout)
-        keys = resolve_keys(in_key, in_keys, out_key, out_keys, [LSTM_STATE_H, LSTM_STATE_C])
-        self.lstm = nn.LSTM(
-            input_size, hidden_size, num_layers, bias=bias, batch_first=True,
-            dropout=dropout, device=device,
-        )  # fmt: skip
-        self._setup(
-            self.lstm, *keys, recurrent_backend, recurrent_recompute,
-            recurrent_compute_dtype, recurrent_matmul_precision,
-        )  # fmt: skip
+    _rnn_class = nn.LSTM
+    _rnn_attribute = "lstm"
+    _default_state_keys = (LSTM_STATE_H, LSTM_STATE_C)
 
     @property
     def rnn(self) -> nn.LSTM:
@@ -143,7 +161,7 @@ class LSTMModule(RecurrentModuleBase):
         return self.lstm
 
 
-class GRUModule(RecurrentModuleBase):
+class GRUModule(_TorchRNNModule):
     """An ``nn.GRU`` as a TensorDict module, in sequential or recurrent mode.
 
     Same contract as :class:`LSTMModule` with a single state, by default
@@ -183,37 +201,9 @@ class GRUModule(RecurrentModuleBase):
         torch.Size([4, 2, 8])
     """
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        dropout: float = 0.0,
-        *,
-        in_key: NestedKey | None = None,
-        in_keys: Sequence[NestedKey] | None = None,
-        out_key: NestedKey | None = None,
-        out_keys: Sequence[NestedKey] | None = None,
-        device: torch.device | str | None = None,
-        recurrent_backend: str = "auto",
-        recurrent_recompute: str = "none",
-        recurrent_compute_dtype: torch.dtype | None = None,
-        recurrent_matmul_precision: str | None = None,
-        **torchrl_only: Any,
-    ) -> None:
-        super().__init__()
-        refuse_torchrl_only(type(self).__name__, torchrl_only)
-        _check_sizes(input_size, hidden_size, num_layers, dropout)
-        keys = resolve_keys(in_key, in_keys, out_key, out_keys, [GRU_STATE])
-        self.gru = nn.GRU(
-            input_size, hidden_size, num_layers, bias=bias, batch_first=True,
-            dropout=dropout, device=device,
-        )  # fmt: skip
-        self._setup(
-            self.gru, *keys, recurrent_backend, recurrent_recompute,
-            recurrent_compute_dtype, recurrent_matmul_precision,
-        )  # fmt: skip
+    _rnn_class = nn.GRU
+    _rnn_attribute = "gru"
+    _default_state_keys = (GRU_STATE,)
 
     @property
     def rnn(self) -> nn.GRU:
