@@ -6,7 +6,8 @@ import pytest
 import torch
 from rl_recurrent import GRUModule, LSTMModule, set_recurrent_mode
 from rl_recurrent._scan import CHUNK
-from tensordict import TensorDict
+
+from ._batches import random_batch
 
 BACKENDS = ["pad", "scan"]
 
@@ -20,22 +21,8 @@ def _module(kind, backend, num_layers=2, recompute="none", bias=True, in_size=3,
     )  # fmt: skip
 
 
-def _batch(module, n, t, is_init, seed=1, grad=True):
-    gen = torch.Generator().manual_seed(seed)
-    rnn = module.rnn
-    x = torch.randn(n, t, rnn.input_size, generator=gen).requires_grad_(grad)
-    td = TensorDict({"x": x, "is_init": is_init[..., None]}, [n, t])
-    states0 = []
-    for key in module.in_keys[1:-1]:
-        s0 = torch.randn(n, rnn.num_layers, rnn.hidden_size, generator=gen).requires_grad_(grad)
-        td.set(key, s0[:, None].expand(n, t, *s0.shape[1:]))
-        states0.append(s0)
-    return td, x, states0
-
-
 def check_against_reference(module, reference, is_init, seed=1, atol=2e-5):
-    n, t = is_init.shape
-    td, x, states0 = _batch(module, n, t, is_init, seed)
+    td, x, states0 = random_batch(module, is_init, seed)
     with set_recurrent_mode(True):
         out = module(td)
     next_keys = module.out_keys[1:]
@@ -98,7 +85,7 @@ def test_auto_is_scan_on_cpu_and_equals_pad(make_is_init):
     outs = []
     for backend in ("auto", "pad"):
         module = _module("lstm", backend)
-        td, _, _ = _batch(module, 3, 12, is_init, grad=False)
+        td, _, _ = random_batch(module, is_init, grad=False)
         with set_recurrent_mode(True):
             outs.append(module(td))
     torch.testing.assert_close(outs[0]["y"], outs[1]["y"], atol=1e-5, rtol=1e-5)
@@ -111,7 +98,7 @@ def test_compute_dtype_float64(backend, make_is_init):
     ref = _module("gru", backend)
     low = _module("gru", backend)
     low.recurrent_compute_dtype = torch.float64
-    td, _, _ = _batch(ref, 2, 7, is_init, grad=False)
+    td, _, _ = random_batch(ref, is_init, grad=False)
     with set_recurrent_mode(True):
         a, b = ref(td.clone())["y"], low(td.clone())["y"]
     assert b.dtype == torch.float32
@@ -122,7 +109,7 @@ def test_batch_dims_before_time(make_is_init):
     """Batch [2, 3, T]: leading dims are flattened and restored."""
     module = _module("lstm", "scan")
     is_init = make_is_init(6, 5, 0.2, 0)
-    td, _, _ = _batch(module, 6, 5, is_init, grad=False)
+    td, _, _ = random_batch(module, is_init, grad=False)
     with set_recurrent_mode(True):
         flat = module(td.clone())
         nested = module(td.reshape(2, 3, 5))

@@ -21,7 +21,8 @@ from rl_recurrent import (
     set_recurrent_mode,
 )
 from rl_recurrent._triton import BLOCK_B, BLOCK_H, BLOCK_K
-from tensordict import TensorDict
+
+from ._batches import random_batch
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None, reason="needs the [triton] extra"
@@ -42,23 +43,9 @@ def _module(kind, num_layers=1, recompute="none", bias=True, hidden=5, **kwargs)
     )  # fmt: skip
 
 
-def _inputs(module, is_init, seed=1):
-    n, t = is_init.shape
-    rnn = module.rnn
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, t, rnn.input_size, generator=gen).requires_grad_(True)
-    td = TensorDict({"x": x, "is_init": is_init[..., None]}, [n, t])
-    states0 = []
-    for key in module.in_keys[1:-1]:
-        s0 = torch.randn(n, rnn.num_layers, rnn.hidden_size, generator=gen).requires_grad_(True)
-        td.set(key, s0[:, None].expand(n, t, *s0.shape[1:]))
-        states0.append(s0)
-    return td, x, states0
-
-
 def _check(module, reference, is_init, seed=1):
     """Outputs, segment-final states and every gradient vs the float64 reference."""
-    td, x, states0 = _inputs(module, is_init, seed)
+    td, x, states0 = random_batch(module, is_init, seed)
     with set_recurrent_mode(True):
         out = module(td)
     cells, y_ref, nxt_ref = reference(module.rnn, x, is_init, states0)
@@ -147,7 +134,7 @@ def test_triton_matmul_precision_is_passed(interpret, make_is_init):
     ys = []
     for precision in ("ieee", "tf32", "tf32x3"):
         module = _module("lstm", recurrent_matmul_precision=precision)
-        td, _, _ = _inputs(module, is_init)
+        td, _, _ = random_batch(module, is_init)
         with set_recurrent_mode(True), torch.no_grad():
             ys.append(module(td)["y"])
     torch.testing.assert_close(ys[0], ys[2], atol=1e-5, rtol=1e-5)
@@ -155,7 +142,7 @@ def test_triton_matmul_precision_is_passed(interpret, make_is_init):
 
 def test_triton_rejects_float64_compute(interpret, make_is_init):
     module = _module("gru", recurrent_compute_dtype=torch.float64)
-    td, _, _ = _inputs(module, make_is_init(2, 3, 0.3, seed=3))
+    td, _, _ = random_batch(module, make_is_init(2, 3, 0.3, seed=3))
     with set_recurrent_mode(True), pytest.raises(ValueError, match="compute dtype"):
         module(td)
 
@@ -167,7 +154,7 @@ def test_triton_without_cuda_or_interpreter_says_what_to_do(monkeypatch, make_is
         _module("lstm")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     module = _module("lstm")
-    td, _, _ = _inputs(module, make_is_init(2, 3, 0.3, seed=4))
+    td, _, _ = random_batch(module, make_is_init(2, 3, 0.3, seed=4))
     monkeypatch.delenv("TRITON_INTERPRET")
     with set_recurrent_mode(True), pytest.raises(BackendUnavailableError, match="cpu data"):
         module(td)
