@@ -2,12 +2,11 @@
 
 Real processes and real gymnasium envs. ``FlakyEnv`` (below) must be importable by the
 spawned workers, which re-import it by module name: the tests directory is put on
-``sys.path`` while workers start (see ``_spawnable``).
+``sys.path`` while workers start (see ``spawnable``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import os
@@ -16,7 +15,6 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -34,7 +32,11 @@ from rl_envs import (
 from rl_envs.exceptions import EnvClosedError
 from tensordict import TensorDict
 
-HERE = Path(__file__).resolve().parent
+try:
+    from ._processes import children, settled, spawnable
+except ImportError:  # a spawned worker imports this file as a top-level module
+    from _processes import children, settled, spawnable
+
 MODULE = "test_envs_batched"
 CARTPOLE = functools.partial(GymEnv, "CartPole-v1", num_envs=2)
 
@@ -67,29 +69,6 @@ FlakyEnv.__module__ = MODULE
 sys.modules.setdefault(MODULE, sys.modules[__name__])
 
 
-@contextlib.contextmanager
-def _spawnable():
-    """Put this directory on sys.path while workers start (spawn copies sys.path)."""
-    sys.path.insert(0, str(HERE))
-    try:
-        yield
-    finally:
-        sys.path.remove(str(HERE))
-
-
-def _children() -> set[int]:
-    """Live child processes, minus multiprocessing's resource tracker (lives until exit)."""
-    out = set()
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if (
-                "resource_tracker" not in " ".join(child.cmdline())
-                and child.status() != psutil.STATUS_ZOMBIE
-            ):
-                out.add(child.pid)
-    return out
-
-
 def _torch_shm(pids: list[int]) -> list[str]:
     """Shared-memory segments torch created for these processes (``torch_<pid>_...``)."""
     names = os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
@@ -97,10 +76,7 @@ def _torch_shm(pids: list[int]) -> list[str]:
 
 
 def _assert_no_leftovers(before: set[int], pids: list[int]) -> None:
-    deadline = time.monotonic() + 10
-    while _children() - before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _children() - before == set()
+    assert settled(before) == set()
     assert not any(
         psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids
     )
@@ -149,13 +125,13 @@ def test_bad_arguments_are_named():
         SerialEnv(2, FlakyEnv, [{}])
     with pytest.raises(TypeError, match="create_env_fn"):
         SerialEnv(2, "CartPole-v1")
-    before = _children()
+    before = children()
     with pytest.raises(pickle.PicklingError,
                        match="create_env_kwargs: cannot be sent to a worker process"):
         ParallelEnv(2, FlakyEnv, {"lock": threading.Lock()})  # not even cloudpickle can send a lock
     with pytest.raises(ValueError, match="timeout"):
         ParallelEnv(2, FlakyEnv, timeout=0)
-    assert _children() - before == set()  # nothing was started
+    assert children() - before == set()  # nothing was started
 
 
 # -- ParallelEnv (spawned workers) --------------------------------------------------------
@@ -164,8 +140,8 @@ NESTED = functools.partial(SerialEnv, 1, CARTPOLE)  # each worker runs a SerialE
 
 @pytest.fixture(scope="module")
 def penv():
-    before = _children()
-    with _spawnable():
+    before = children()
+    with spawnable():
         env = ParallelEnv(2, NESTED)
     pids = env.worker_pids
     yield env
@@ -178,7 +154,7 @@ def penv():
 def test_parallel_layout_and_shared_buffers(penv):
     assert penv.batch_size == (2, 1, 2)
     assert penv.observation_spec["observation"].shape == (2, 1, 2, 4)
-    assert set(penv.worker_pids) <= _children()
+    assert set(penv.worker_pids) <= children()
     root, nxt = penv.buffers()
     assert all(leaf.is_shared() for leaf in (*root.values(True, True), *nxt.values(True, True)))
     data = penv.rollout(5, break_when_any_done=False)
@@ -237,8 +213,8 @@ def test_parallel_bound_to_other_buffers_copies_into_them(penv):
 
 @pytest.mark.timeout(300)
 def test_worker_error_in_step_names_worker_with_traceback():
-    before = _children()
-    with _spawnable():
+    before = children()
+    with spawnable():
         env = ParallelEnv(2, FlakyEnv, [{}, {"fail_at": 3}])
     pids = env.worker_pids
     env.reset()
@@ -261,8 +237,8 @@ def test_worker_error_in_step_names_worker_with_traceback():
 
 @pytest.mark.timeout(300)
 def test_hung_worker_times_out_and_is_terminated():
-    before = _children()
-    with _spawnable():
+    before = children()
+    with spawnable():
         env = ParallelEnv(1, FlakyEnv, {"hang_at": 2})
     pids = env.worker_pids
     env._pool.timeout = 1.0  # start-up needed the long default; steps get a short one
@@ -278,7 +254,7 @@ def test_hung_worker_times_out_and_is_terminated():
 
 @pytest.mark.timeout(300)
 def test_killed_worker_is_detected():
-    before = _children()
+    before = children()
     env = ParallelEnv(2, CARTPOLE)
     pids = env.worker_pids
     env.reset()
@@ -296,7 +272,7 @@ def test_killed_worker_is_detected():
 
 @pytest.mark.timeout(300)
 def test_create_env_fn_raising_in_worker_is_reported():
-    before = _children()
+    before = children()
     start = time.monotonic()
     with pytest.raises(WorkerError, match=r"worker 1: raised during 'create_env_fn'") as info:
         ParallelEnv(2, CARTPOLE, [{}, {"num_envs": -1}])
@@ -308,10 +284,10 @@ def test_create_env_fn_raising_in_worker_is_reported():
 
 @pytest.mark.timeout(300)
 def test_garbage_collected_env_ends_its_workers():
-    before = _children()
+    before = children()
     env = ParallelEnv(1, CARTPOLE)
     pids = env.worker_pids
-    assert set(pids) <= _children()
+    assert set(pids) <= children()
     del env
     gc.collect()
     _assert_no_leftovers(before, pids)

@@ -3,38 +3,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import time
 
-import psutil
 import pytest
 from rl_envs import GymEnv, ParallelEnv, SerialEnv
+
+from ._processes import children, settled
 
 CARTPOLE_V1 = functools.partial(GymEnv, "CartPole-v1", num_envs=1)
 SHORT_CARTPOLE = functools.partial(
     GymEnv, "CartPole-v1", num_envs=1, max_episode_steps=50
 )  # same specs
 PENDULUM = functools.partial(GymEnv, "Pendulum-v1", num_envs=1)
-
-
-def _children() -> set[int]:
-    out = set()
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if (
-                "resource_tracker" not in " ".join(child.cmdline())
-                and child.status() != psutil.STATUS_ZOMBIE
-            ):
-                out.add(child.pid)
-    return out
-
-
-def _settled(before: set[int]) -> set[int]:
-    deadline = time.monotonic() + 10
-    while _children() - before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return _children() - before
 
 
 def test_serial_env_calls_each_constructor_once_in_order():
@@ -69,13 +49,13 @@ def test_serial_env_list_with_kwargs_per_worker():
 
 @pytest.mark.parametrize("cls", [SerialEnv, ParallelEnv])
 def test_list_length_other_than_num_workers_is_named(cls):
-    before = _children()
+    before = children()
     with pytest.raises(ValueError, match=r"create_env_fn: expected one callable or a list of "
                                          r"num_workers=3 callables .* received a list of 2"):
         cls(3, [CARTPOLE_V1, SHORT_CARTPOLE])
     with pytest.raises(TypeError, match="create_env_fn"):
         cls(2, [CARTPOLE_V1, "CartPole-v1"])
-    assert _children() - before == set()  # nothing was started
+    assert children() - before == set()  # nothing was started
 
 
 def test_serial_env_different_specs_name_the_worker():
@@ -85,14 +65,14 @@ def test_serial_env_different_specs_name_the_worker():
 
 @pytest.mark.timeout(300)
 def test_parallel_env_runs_one_constructor_per_worker():
-    before = _children()
+    before = children()
     env = ParallelEnv(2, [CARTPOLE_V1, SHORT_CARTPOLE])
     try:
         assert env.rollout(5, break_when_any_done=False).batch_size == (2, 1, 5)
     finally:
         env.close()
-    assert _settled(before) == set()
+    assert settled(before) == set()
     # the second constructor really reached worker 1: its specs differ from worker 0's
     with pytest.raises(ValueError, match="worker 1's"):
         ParallelEnv(2, [CARTPOLE_V1, PENDULUM])
-    assert _settled(before) == set()
+    assert settled(before) == set()

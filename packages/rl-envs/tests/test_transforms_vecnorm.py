@@ -7,11 +7,9 @@ while they start, as in ``test_envs_batched``).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 from multiprocessing.reduction import ForkingPickler
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,7 +32,11 @@ try:
 except ImportError:  # a spawned worker imports this file as a top-level module
     from _pixels import PixelEnv, ones_policy
 
-HERE = Path(__file__).resolve().parent
+try:
+    from ._processes import spawnable
+except ImportError:  # a spawned worker imports this file as a top-level module
+    from _processes import spawnable
+
 MODULE = "test_transforms_vecnorm"
 
 
@@ -196,18 +198,9 @@ make_normalised_cartpole.__module__ = MODULE
 sys.modules.setdefault(MODULE, sys.modules[__name__])
 
 
-@contextlib.contextmanager
-def _spawnable():
-    sys.path.insert(0, str(HERE))
-    try:
-        yield
-    finally:
-        sys.path.remove(str(HERE))
-
-
 def test_vecnorm_shared_by_parallel_env_workers():
     t = VecNorm(decay=1.0, shapes=[(4,)])  # allocated (shared) before it reaches the workers
-    with _spawnable():
+    with spawnable():
         env = ParallelEnv(2, functools.partial(make_normalised_cartpole, t))
     try:
         data = env.rollout(20, break_when_any_done=False)
