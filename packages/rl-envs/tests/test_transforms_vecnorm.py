@@ -29,12 +29,9 @@ from rl_envs import (
 
 try:
     from ._pixels import PixelEnv, ones_policy
-except ImportError:  # a spawned worker imports this file as a top-level module
-    from _pixels import PixelEnv, ones_policy
-
-try:
     from ._processes import spawnable
 except ImportError:  # a spawned worker imports this file as a top-level module
+    from _pixels import PixelEnv, ones_policy
     from _processes import spawnable
 
 MODULE = "test_transforms_vecnorm"
