@@ -76,7 +76,24 @@ class BoxList:
         return iter(self.boxes)
 
 
-class Categorical(TensorSpec):
+class _NChoices(TensorSpec):
+    """What :class:`Categorical` and :class:`OneHot` share: ``n`` choices, one per element."""
+
+    n: int
+
+    @property
+    def space(self) -> CategoricalBox:
+        """``n`` as TorchRL's ``spec.space.n``."""
+        return CategoricalBox(self.n)
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {"n": self.n}
+
+    def _eq_extra(self, other: Any) -> bool:
+        return self.n == other.n
+
+
+class Categorical(_NChoices):
     """Integer values in ``[0, n)`` (one discrete choice per element; no trailing ``n`` dim).
 
     Examples:
@@ -90,17 +107,6 @@ class Categorical(TensorSpec):
     def __init__(self, n: int, shape: ShapeLike = (), device: Any = None, dtype: Any = torch.int64):
         super().__init__(shape, device, dtype)
         self.n = int(n)
-
-    @property
-    def space(self) -> CategoricalBox:
-        """``n`` as TorchRL's ``spec.space.n``."""
-        return CategoricalBox(self.n)
-
-    def _kwargs(self) -> dict[str, Any]:
-        return {"n": self.n}
-
-    def _eq_extra(self, other: Any) -> bool:
-        return self.n == other.n
 
     def rand(self, shape: ShapeLike | None = None, *, generator: Any = None) -> torch.Tensor:
         full = (*_size(shape), *self.shape)
@@ -182,7 +188,7 @@ class MultiCategorical(TensorSpec):
                           if self.shape else self.nvec.tolist()})""")
 
 
-class OneHot(TensorSpec):
+class OneHot(_NChoices):
     """One-hot values: the last dim has size ``n`` and exactly one 1.
 
     Examples:
@@ -200,17 +206,6 @@ class OneHot(TensorSpec):
             raise SpecError(
                 f"OneHot: the last dim of shape must be n={n}, received shape {tuple(self.shape)}"
             )
-
-    @property
-    def space(self) -> CategoricalBox:
-        """``n`` as TorchRL's ``spec.space.n``."""
-        return CategoricalBox(self.n)
-
-    def _kwargs(self) -> dict[str, Any]:
-        return {"n": self.n}
-
-    def _eq_extra(self, other: Any) -> bool:
-        return self.n == other.n
 
     def rand(self, shape: ShapeLike | None = None, *, generator: Any = None) -> torch.Tensor:
         full = (*_size(shape), *self.shape[:-1])
