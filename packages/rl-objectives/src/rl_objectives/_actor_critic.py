@@ -11,6 +11,7 @@ from tensordict.utils import NestedKey
 
 from rl_objectives import _keys
 from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
+from rl_objectives.value._estimator_base import ValueEstimatorBase
 
 __all__ = ["ActorCriticLoss"]
 
@@ -61,28 +62,18 @@ class ActorCriticLoss(LossModule):
     default_value_estimator = ValueEstimators.GAE
 
     @dataclasses.dataclass
-    class _AcceptedKeys:
-        """Key roles.
+    class _AcceptedKeys(ValueEstimatorBase._AcceptedKeys):
+        """Key roles: the value estimator's (which the loss forwards to it), and ``action``.
+
+        The loss reads ``advantage`` (computing it with the value estimator if absent),
+        regresses the critic's ``value`` on ``value_target``, and weighs the action's
+        log-probability against the behaviour policy's ``sample_log_prob``.
 
         Attributes:
-            advantage: the advantage (computed with the value estimator if absent).
-            value_target: the critic's regression target.
-            value: the critic's output ``state_value``.
             action: the action taken.
-            sample_log_prob: the behaviour policy's log-probability of the action.
-            reward: reward under ``"next"`` (for the value estimator).
-            done: done under ``"next"``.
-            terminated: terminated under ``"next"``.
         """
 
-        advantage: NestedKey = _keys.ADVANTAGE
-        value_target: NestedKey = _keys.VALUE_TARGET
-        value: NestedKey = _keys.STATE_VALUE
         action: NestedKey = _keys.ACTION
-        sample_log_prob: NestedKey = _keys.SAMPLE_LOG_PROB
-        reward: NestedKey = _keys.REWARD
-        done: NestedKey = _keys.DONE
-        terminated: NestedKey = _keys.TERMINATED
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ from tensordict.utils import NestedKey
 
 from rl_objectives import _keys
 from rl_objectives._loss_base import LossModule, distance_loss
+from rl_objectives._tensor_keys import StepKeys
 from rl_objectives.value._td import td0_return_estimate
 
 __all__ = ["DQNLoss"]
@@ -53,26 +54,20 @@ class DQNLoss(LossModule):
     """
 
     @dataclasses.dataclass
-    class _AcceptedKeys:
-        """Key roles.
+    class _AcceptedKeys(StepKeys):
+        """Key roles: :class:`StepKeys`' (reward, done, terminated) and these.
 
         Attributes:
             action_value: the Q-values of all actions.
             action: the action taken (index or one-hot).
             value: where the chosen action's value is written.
             priority: where ``|TD error|`` is written.
-            reward: reward under ``"next"``.
-            done: done under ``"next"``.
-            terminated: terminated under ``"next"``.
         """
 
         action_value: NestedKey = _keys.ACTION_VALUE
         action: NestedKey = _keys.ACTION
         value: NestedKey = "chosen_action_value"
         priority: NestedKey = _keys.TD_ERROR
-        reward: NestedKey = _keys.REWARD
-        done: NestedKey = _keys.DONE
-        terminated: NestedKey = _keys.TERMINATED
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ from torch import nn
 from rl_objectives import _keys
 from rl_objectives._ensemble import stack_copies, vmap_call
 from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
+from rl_objectives._tensor_keys import StepKeys
 from rl_objectives.value._td import td0_return_estimate
 
 __all__ = ["SACLoss"]
@@ -119,8 +120,8 @@ class SACLoss(LossModule):
     default_value_estimator = ValueEstimators.TD0
 
     @dataclasses.dataclass
-    class _AcceptedKeys:
-        """Key roles.
+    class _AcceptedKeys(StepKeys):
+        """Key roles: :class:`StepKeys`' (reward, done, terminated) and these.
 
         Attributes:
             action: the action taken (and the critics' action input).
@@ -129,9 +130,6 @@ class SACLoss(LossModule):
             log_prob: the key of the actor's log-probability (TorchRL's name, kept for
                 ``set_keys`` compatibility; the loss recomputes it).
             priority: where ``max_i |Q_i - y|`` is written.
-            reward: reward under ``"next"``.
-            done: done under ``"next"``.
-            terminated: terminated under ``"next"``.
         """
 
         action: NestedKey = _keys.ACTION
@@ -139,9 +137,6 @@ class SACLoss(LossModule):
         value: NestedKey = _keys.STATE_VALUE
         log_prob: NestedKey = _keys.SAMPLE_LOG_PROB
         priority: NestedKey = _keys.TD_ERROR
-        reward: NestedKey = _keys.REWARD
-        done: NestedKey = _keys.DONE
-        terminated: NestedKey = _keys.TERMINATED
 
     def __init__(
         self,

@@ -6,10 +6,12 @@ import dataclasses
 from typing import Any
 
 from tensordict import TensorDictBase
+from tensordict.utils import NestedKey
 
+from rl_objectives import _keys
 from rl_objectives.exceptions import MissingKeyError
 
-__all__ = ["KeyedModule", "get_key"]
+__all__ = ["KeyedModule", "StepKeys", "get_key"]
 
 
 def get_key(tensordict: TensorDictBase, key: Any, owner: str) -> Any:
@@ -23,6 +25,23 @@ def get_key(tensordict: TensorDictBase, key: Any, owner: str) -> Any:
             f"rename it with set_keys(...) if it lives under another name"
         )
     return value
+
+
+@dataclasses.dataclass
+class StepKeys:
+    """The key roles every estimator and loss reads under ``"next"``.
+
+    Each module's ``_AcceptedKeys`` extends this dataclass with its own roles.
+
+    Attributes:
+        reward: the reward, read under ``"next"``.
+        done: the done flag, read under ``"next"``.
+        terminated: the terminated flag, read under ``"next"``.
+    """
+
+    reward: NestedKey = _keys.REWARD
+    done: NestedKey = _keys.DONE
+    terminated: NestedKey = _keys.TERMINATED
 
 
 class KeyedModule:

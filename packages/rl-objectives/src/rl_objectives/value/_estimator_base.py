@@ -13,7 +13,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives import _keys
-from rl_objectives._tensor_keys import KeyedModule, get_key
+from rl_objectives._tensor_keys import KeyedModule, StepKeys, get_key
 from rl_objectives.value._checks import check_time_dim
 
 __all__ = ["ValueEstimatorBase"]
@@ -52,25 +52,19 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
     """
 
     @dataclasses.dataclass
-    class _AcceptedKeys:
-        """Key roles of an estimator.
+    class _AcceptedKeys(StepKeys):
+        """An estimator's key roles: :class:`StepKeys`' (reward, done, terminated) and these.
 
         Attributes:
             advantage: where the advantage is written.
             value_target: where the value target is written.
             value: the state value ``V(s_t)`` (and ``V(s_{t+1})`` under ``"next"``).
-            reward: the reward, read under ``"next"``.
-            done: the done flag, read under ``"next"``.
-            terminated: the terminated flag, read under ``"next"``.
             sample_log_prob: the behaviour policy's log-probability (V-trace).
         """
 
         advantage: NestedKey = _keys.ADVANTAGE
         value_target: NestedKey = _keys.VALUE_TARGET
         value: NestedKey = _keys.STATE_VALUE
-        reward: NestedKey = _keys.REWARD
-        done: NestedKey = _keys.DONE
-        terminated: NestedKey = _keys.TERMINATED
         sample_log_prob: NestedKey = _keys.SAMPLE_LOG_PROB
 
     def __init_subclass__(cls, **kwargs: object) -> None:
