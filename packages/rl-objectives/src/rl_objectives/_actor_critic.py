@@ -34,6 +34,15 @@ def _one_spelling(name: str, ours: float | None, torchrl: float | None, default:
     return default if value is None else value
 
 
+def _torchrl_spelling(name: str) -> property:
+    """A read-write property under TorchRL's spelling (``name + "f"``) of attribute ``name``."""
+    return property(
+        lambda self: getattr(self, name),
+        lambda self, value: setattr(self, name, value),
+        doc=f"TorchRL's name of :attr:`{name}` (the same value).",
+    )
+
+
 class ActorCriticLoss(LossModule):
     """Actor log-probabilities, entropy, critic loss and advantage handling.
 
@@ -60,6 +69,8 @@ class ActorCriticLoss(LossModule):
     """
 
     default_value_estimator = ValueEstimators.GAE
+    critic_coeff = _torchrl_spelling("critic_coef")
+    entropy_coeff = _torchrl_spelling("entropy_coef")
 
     @dataclasses.dataclass
     class _AcceptedKeys(ValueEstimatorBase._AcceptedKeys):
@@ -113,24 +124,6 @@ class ActorCriticLoss(LossModule):
         self.normalize_advantage = normalize_advantage
         self.gamma = gamma
         self.clip_value = clip_value
-
-    @property
-    def critic_coeff(self) -> float:
-        """TorchRL's name of :attr:`critic_coef` (the same value)."""
-        return self.critic_coef
-
-    @critic_coeff.setter
-    def critic_coeff(self, value: float) -> None:
-        self.critic_coef = value
-
-    @property
-    def entropy_coeff(self) -> float:
-        """TorchRL's name of :attr:`entropy_coef` (the same value)."""
-        return self.entropy_coef
-
-    @entropy_coeff.setter
-    def entropy_coeff(self, value: float) -> None:
-        self.entropy_coef = value
 
     def _advantage(self, tensordict: TensorDictBase) -> torch.Tensor:
         if self.tensor_keys.advantage not in tensordict.keys(include_nested=True):
