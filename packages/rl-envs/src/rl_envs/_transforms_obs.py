@@ -8,7 +8,7 @@ writes into preallocated leaves.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,29 @@ from rl_envs._transforms import Transform
 from rl_envs._transforms_lib import new_leaf
 
 __all__ = ["DoubleToFloat", "ObservationNorm", "TensorDictPrimer"]
+
+
+def _rewritten_leaves(
+    root: TensorDictBase,
+    next: TensorDictBase,
+    keys: Iterable[Any],
+    spec_of: Callable[[torch.Tensor], TensorSpec],
+) -> tuple[TensorDictBase, TensorDictBase, list[tuple[Any, Any]]]:
+    """Give each key a fresh leaf of ``spec_of(old root leaf)`` in ``root`` and ``next``.
+
+    Returns:
+        The new ``root`` and ``next``, and ``(old, new)`` leaf views (numpy on the CPU),
+        root then next for each key: what a transform rewriting those keys reads and writes.
+    """
+    pairs = []
+    view = Transform._view
+    for key in keys:
+        src_r, src_n = root.get(key), next.get(key)
+        spec = spec_of(src_r)
+        root, r = new_leaf(root, key, spec)
+        next, n = new_leaf(next, key, spec)
+        pairs += [(view(src_r), view(r)), (view(src_n), view(n))]
+    return root, next, pairs
 
 
 class DoubleToFloat(Transform):
@@ -67,14 +90,10 @@ class DoubleToFloat(Transform):
     def bind(
         self, root: TensorDictBase, next: TensorDictBase
     ) -> tuple[TensorDictBase, TensorDictBase]:
-        self._pairs = []
-        for key in self.in_keys:
-            spec = Unbounded(root.get(key).shape, root.device, torch.float32)
-            src_r, src_n = root.get(key), next.get(key)
-            root, r = new_leaf(root, key, spec)
-            next, n = new_leaf(next, key, spec)
-            self._pairs.append((self._view(src_r), self._view(r)))
-            self._pairs.append((self._view(src_n), self._view(n)))
+        device = root.device
+        root, next, self._pairs = _rewritten_leaves(
+            root, next, self.in_keys, lambda src: Unbounded(src.shape, device, torch.float32)
+        )
         return root, next
 
     def _cast(self) -> None:
@@ -308,13 +327,9 @@ class ObservationNorm(Transform):
     def bind(
         self, root: TensorDictBase, next: TensorDictBase
     ) -> tuple[TensorDictBase, TensorDictBase]:
-        self._pairs = []
-        for key in self.in_keys:
-            src_r, src_n = root.get(key), next.get(key)
-            spec = Unbounded(src_r.shape, src_r.device, src_r.dtype)
-            root, r = new_leaf(root, key, spec)
-            next, n = new_leaf(next, key, spec)
-            self._pairs += [(self._view(src_r), self._view(r)), (self._view(src_n), self._view(n))]
+        root, next, self._pairs = _rewritten_leaves(
+            root, next, self.in_keys, lambda src: Unbounded(src.shape, src.device, src.dtype)
+        )
         if self.initialized:
             like = self._pairs[0][1] if self._pairs else None
             to = (
