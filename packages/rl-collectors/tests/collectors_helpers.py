@@ -23,16 +23,21 @@ class Greedy(torch.nn.Module):
         return logits, logits.argmax(-1)
 
 
+def set_preference(policy: TensorDictModule, action: int) -> None:
+    """Set a greedy policy's weights so that it always picks ``action`` (0 or 1)."""
+    with torch.no_grad():
+        policy.module.linear.weight.zero_()
+        policy.module.linear.bias.copy_(
+            torch.tensor([1.0, -1.0]) if action == 0 else torch.tensor([-1.0, 1.0])
+        )
+
+
 def greedy_policy(prefer: int | None = None) -> TensorDictModule:
     """A deterministic policy; ``prefer`` biases it to always pick that action."""
-    net = Greedy()
+    policy = TensorDictModule(Greedy(), in_keys=["observation"], out_keys=["logits", "action"])
     if prefer is not None:
-        with torch.no_grad():
-            net.linear.weight.zero_()
-            net.linear.bias.copy_(
-                torch.tensor([1.0, -1.0]) if prefer == 0 else torch.tensor([-1.0, 1.0])
-            )
-    return TensorDictModule(net, in_keys=["observation"], out_keys=["logits", "action"])
+        set_preference(policy, prefer)
+    return policy
 
 
 class Bomb(torch.nn.Module):

@@ -1,8 +1,8 @@
 """RayCollector on a real Ray: a local instance, then a two-node cluster on loopback.
 
 Ray starts twice in this file (one class-scoped fixture per class, so the first is shut
-down before the second starts). Helpers defined here reach the actors by value
-(``cloudpickle.register_pickle_by_value``).
+down before the second starts). Helpers defined here and in ``collectors_helpers`` reach
+the actors by value (``cloudpickle.register_pickle_by_value``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from functools import partial
+from pathlib import Path
 
 import psutil
 import pytest
@@ -19,7 +20,13 @@ import torch
 from rl_collectors._ray import RayCollector, RayWeightUpdater
 from rl_collectors.exceptions import CollectorError, WorkerError
 from rl_collectors.weight_sync import VanillaWeightUpdater
-from tensordict.nn import TensorDictModule
+
+HERE = str(Path(__file__).parent)
+sys.path.insert(0, HERE)
+import collectors_helpers  # noqa: E402
+from collectors_helpers import greedy_policy, set_preference  # noqa: E402
+
+sys.path.remove(HERE)
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:.*pkg_resources is deprecated.*"),
@@ -32,33 +39,6 @@ RAY_PROCESSES = ("raylet", "gcs_server", "default_worker.py", "ray::")
 
 
 # -- helpers shipped to the actors ---------------------------------------------------------------
-class Greedy(torch.nn.Module):
-    """Deterministic: ``action = argmax(linear(observation))``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 2)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = self.linear(obs)
-        return logits, logits.argmax(-1)
-
-
-def prefer(policy: TensorDictModule, action: int) -> None:
-    """Set the weights so that the policy always picks ``action``."""
-    with torch.no_grad():
-        policy.module.linear.weight.zero_()
-        policy.module.linear.bias.copy_(
-            torch.tensor([1.0, -1.0]) if action == 0 else torch.tensor([-1.0, 1.0])
-        )
-
-
-def greedy_policy(action: int) -> TensorDictModule:
-    policy = TensorDictModule(Greedy(), in_keys=["observation"], out_keys=["logits", "action"])
-    prefer(policy, action)
-    return policy
-
-
 def cartpole(num_envs: int = 2):
     from rl_envs import GymEnv
 
@@ -101,6 +81,7 @@ def import_ray_for_tests():
 
     constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False  # in case ray was imported before
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.cloudpickle.register_pickle_by_value(collectors_helpers)
     return ray
 
 
@@ -190,7 +171,7 @@ def ray():
 
 @pytest.fixture(scope="class")
 def trainer_policy():
-    return greedy_policy(action=1)
+    return greedy_policy(prefer=1)
 
 
 @pytest.fixture(scope="class")
@@ -230,7 +211,7 @@ class TestLocalRay:
 
     @pytest.mark.timeout(300)
     def test_weight_update_observed_by_actors(self, sync_collector, trainer_policy) -> None:
-        prefer(trainer_policy, 0)
+        set_preference(trainer_policy, 0)
         assert (
             sync_collector.weight_updater.update_weights() == 1
         )  # TorchRL's name, on the bound updater
