@@ -6,6 +6,9 @@ passes on to the workers, so ``collectors_helpers.X`` resolves there too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import psutil
 import torch
 from tensordict.nn import TensorDictModule
@@ -38,6 +41,21 @@ def greedy_policy(prefer: int | None = None) -> TensorDictModule:
     if prefer is not None:
         set_preference(policy, prefer)
     return policy
+
+
+def check_weight_update(collector: Any, update: Callable[[TensorDictModule], int]) -> None:
+    """A collector of ``greedy_policy(prefer=1)`` workers follows ``update``'s new weights.
+
+    Args:
+        collector: the collector, still collecting with its original ``prefer=1`` policy.
+        update: sends a policy's weights to the workers and returns the new version.
+    """
+    it = iter(collector)
+    assert bool((next(it)["action"] == 1).all())
+    version = update(greedy_policy(prefer=0))
+    batch = next(it)
+    assert bool((batch["action"] == 0).all())
+    assert bool((batch["collector", "policy_version"] == version).all())
 
 
 class Bomb(torch.nn.Module):

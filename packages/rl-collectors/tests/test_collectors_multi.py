@@ -86,12 +86,7 @@ def test_sync_layout_and_traj_ids_unique_across_workers(sync_collector) -> None:
 
 @pytest.mark.timeout(600)
 def test_weight_update_changes_what_workers_do(sync_collector, helpers) -> None:
-    it = iter(sync_collector)
-    assert bool((next(it)["action"] == 1).all())
-    version = sync_collector.update_policy_weights_(helpers.greedy_policy(prefer=0))
-    batch = next(it)
-    assert bool((batch["action"] == 0).all())
-    assert bool((batch["collector", "policy_version"] == version).all())
+    helpers.check_weight_update(sync_collector, sync_collector.update_policy_weights_)
 
 
 @pytest.mark.timeout(600)

@@ -173,12 +173,7 @@ def collector(helpers):
 def test_given_updater_carries_weights_and_version_to_the_workers(collector, helpers):
     updater = collector.weight_updater
     assert isinstance(updater, MultiProcessedWeightUpdater)
-    it = iter(collector)
-    assert bool((next(it)["action"] == 1).all())
-    version = updater.update_weights(helpers.greedy_policy(prefer=0))
-    batch = next(it)
-    assert bool((batch["action"] == 0).all())
-    assert bool((batch["collector", "policy_version"] == version).all())
+    helpers.check_weight_update(collector, updater.update_weights)
 
 
 @pytest.mark.timeout(600)
