@@ -182,3 +182,33 @@ def test_compiled_kernels_are_not_used_where_they_do_not_apply():
     assert not _kernels.usable(torch.tensor(0.99), 0.95, x, x)  # tensor coefficient
     assert not _kernels.usable(0.99, 0.95, x, x.double())  # mixed dtypes
     assert not _kernels.usable(0.99, 0.95, x.half(), x.half())  # no half kernel
+
+
+LOAD_CHECK = """
+import sys
+import torch
+from rl_objectives import GAE, TD0Estimator, TDLambdaEstimator
+from rl_objectives.value import _kernels
+
+TD0Estimator(gamma=0.9)
+TDLambdaEstimator(gamma=0.9, lmbda=torch.tensor(0.5))  # a tensor coefficient: the scan
+assert "numba" not in sys.modules, "loaded for an estimator that never uses the kernels"
+GAE(gamma=0.99, lmbda=0.95)
+loaded = {k for k, v in vars(_kernels._kernels()).items() if v.signatures}
+assert loaded == {"gae_rows"}, loaded
+TDLambdaEstimator(gamma=0.99, lmbda=0.9)
+loaded = {k for k, v in vars(_kernels._kernels()).items() if v.signatures}
+assert loaded == {"gae_rows", "td_lambda_rows"}, loaded
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_cpu_estimator_loads_its_kernel_when_built_not_in_the_first_batch():
+    """In a fresh interpreter: numba and the kernel load at construction, only where used."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    proc = subprocess.run([sys.executable, "-c", LOAD_CHECK], capture_output=True, text=True,
+                          timeout=110, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -9,6 +9,7 @@ import torch
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
+from rl_objectives.value import _kernels
 from rl_objectives.value._estimator_base import ValueEstimatorBase
 from rl_objectives.value._gae import vec_generalized_advantage_estimate
 from rl_objectives.value._td import td0_return_estimate, vec_td_lambda_return_estimate
@@ -70,6 +71,10 @@ class TDLambdaEstimator(ValueEstimatorBase):
         if not isinstance(lmbda, (float, int, torch.Tensor)) or isinstance(lmbda, bool):
             raise ValueError(f"lmbda must be a float or a tensor, got {type(lmbda).__name__}")
         self.lmbda = float(lmbda) if not isinstance(lmbda, torch.Tensor) else lmbda
+        if isinstance(self.gamma, float) and isinstance(self.lmbda, float) and _on_cpu(
+            value_network
+        ):  # the compiled pass loads now, not inside the first batch of a run
+            _kernels.load("gae" if isinstance(self, GAE) else "td_lambda")
 
     def _estimate(self, inputs, time_dim):
         target = vec_td_lambda_return_estimate(
@@ -77,6 +82,12 @@ class TDLambdaEstimator(ValueEstimatorBase):
             inputs["done"], inputs["terminated"], time_dim=time_dim,
         )
         return target - inputs["state_value"], target
+
+
+def _on_cpu(value_network: TensorDictModuleBase | None) -> bool:
+    """Whether the critic's parameters (if any) are on the CPU."""
+    param = next(iter(value_network.parameters()), None) if value_network is not None else None
+    return param is None or param.device.type == "cpu"
 
 
 class TD1Estimator(TDLambdaEstimator):

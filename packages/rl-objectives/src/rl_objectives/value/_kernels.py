@@ -15,9 +15,11 @@ then ``t`` backwards (then ``i``), keeping one running value per row. They compu
 float64 (``gamma`` and ``lmbda`` arrive as Python floats) and store in the output dtype,
 so they agree with the reference loops to float32 rounding.
 
-numba is imported on the first call (a few hundred milliseconds) and the kernels are
-compiled with ``cache=True`` (about a second each, once per machine); where numba cannot
-be imported, the estimators keep the chunked scan.
+numba is imported, and the float32 ``[O, T]`` kernel loaded from numba's cache, when a
+CPU estimator is built (:func:`load`: about a second once per process, most of it the
+import; compiling, once per machine, takes about a second a kernel), so that the first
+batch of a run costs what the others do; other signatures load on their first call.
+Where numba cannot be imported, the estimators keep the chunked scan.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["gae_kernel", "td_lambda_kernel"]
+__all__ = ["gae_kernel", "load", "td_lambda_kernel"]
 
 _DTYPES = (torch.float32, torch.float64)
 
@@ -140,6 +142,19 @@ def _td_lambda(next_value, reward, done, terminated, gamma, lmbda, out):  # noqa
                                  terminated[o, t, i], gamma, bootstrap, trace, running[i])
                 running[i] = x
                 out[o, t, i] = x
+
+
+@functools.cache
+def load(kind: str) -> None:
+    """Import numba and load the float32 ``[O, T]`` kernel of ``kind`` (``"gae"`` or
+    ``"td_lambda"``) now, by calling it on one element; nothing without numba."""
+    if not _available():
+        return
+    x, mask = np.zeros((1, 1), np.float32), np.zeros((1, 1), np.uint8)
+    if kind == "gae":
+        _kernels().gae_rows(x, x, x, mask, mask, 0.5, 0.5, x.copy(), x.copy())
+    else:
+        _kernels().td_lambda_rows(x, x, mask, mask, 0.5, 0.5, x.copy())
 
 
 def usable(gamma: object, lmbda: object, *tensors: torch.Tensor) -> bool:
