@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 from rl_collectors import (
-    CheckpointError,
     Checkpointer,
+    CheckpointError,
     Collector,
     MultiSyncCollector,
     latest_checkpoint,
@@ -30,7 +30,9 @@ HERE = Path(__file__).resolve().parent
 
 def _env(seed=0):
     env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), VecNorm(decay=0.99))
-    env.append_transform(ObservationNorm(loc=torch.zeros(4), scale=torch.ones(4), in_keys=["observation"]))
+    env.append_transform(
+        ObservationNorm(loc=torch.zeros(4), scale=torch.ones(4), in_keys=["observation"])
+    )
     env.append_transform(StepCounter())
     env.append_transform(RewardSum())
     return env
@@ -184,7 +186,8 @@ _WRITER = textwrap.dedent(
     net = torch.nn.Linear(64, 64)
     step = 0
     while True:  # killed from outside, at any point of a save
-        rb.extend(TensorDict({"obs": torch.full((50_000, 16), float(step))}, [50_000]))
+        index = rb.extend(TensorDict({"obs": torch.full((50_000, 16), float(step))}, [50_000]))
+        rb.update_priority(index, torch.full((50_000,), step + 1.0))
         save_checkpoint(sys.argv[1], policy=net, buffer=rb, extra={"step": step})
         print(step, flush=True)
         step += 1
@@ -197,7 +200,9 @@ _WRITER = textwrap.dedent(
 def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path, delay):
     ckpt_dir, scratch = tmp_path / "checkpoints", tmp_path / "scratch"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(ckpt_dir), str(scratch)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _WRITER, str(ckpt_dir), str(scratch)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout.readline().strip() == "0"  # one checkpoint is complete
@@ -210,7 +215,8 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path,
         proc.kill()
         proc.wait(30)
         proc.stdout.close()
-    from rl_replay import LazyMemmapStorage, TensorDictPrioritizedReplayBuffer
+    from rl_replay import LazyMemmapStorage, LazyTensorStorage, TensorDictPrioritizedReplayBuffer
+    from tensordict import TensorDict
 
     rb = TensorDictPrioritizedReplayBuffer(
         alpha=0.6, beta=0.4, storage=LazyMemmapStorage(400_000), batch_size=4
@@ -223,6 +229,15 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path,
     expected = [max(k for k in range(step + 1) if k % 8 == j) for j in range(slots)]
     obs = rb[:]["obs"][:, 0]
     assert torch.equal(obs, torch.tensor(expected).repeat_interleave(50_000).float())
+    # and the priorities the saved step had: each row's its step's + 1, set the same way
+    ref = TensorDictPrioritizedReplayBuffer(
+        alpha=0.6, beta=0.4, storage=LazyTensorStorage(400_000), batch_size=4
+    )
+    index = ref.extend(TensorDict({"obs": torch.zeros(len(rb), 1)}, [len(rb)]))
+    ref.update_priority(index, torch.tensor(expected).repeat_interleave(50_000) + 1.0)
+    rows = slice(0, len(rb))
+    assert torch.equal(rb.sampler.tree.leaves[rows], ref.sampler.tree.leaves[rows])
+    assert torch.equal(rb.sampler.tree.min_leaves[rows], ref.sampler.tree.min_leaves[rows])
     rb.storage.cleanup()
 
 
