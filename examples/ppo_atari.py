@@ -223,7 +223,7 @@ def main(cfg: Config) -> dict:
         sched.step()
         with timing.add_time("weight_push"):
             collector.update_policy_weights_()
-        timing.step(batch.numel())
+        timing.step(batch.numel() * cfg.frame_skip)  # emulator frames, as the bar and JSON
         frames = steps * cfg.frame_skip
         mean_return = sum(returns) / max(len(returns), 1)
         extra = {"batch": i, "steps": steps, "returns": list(returns)}
