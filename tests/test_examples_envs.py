@@ -10,7 +10,6 @@ is a CartPole task by construction (it hides CartPole's two velocity entries).
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import runpy
 import sys
@@ -23,15 +22,9 @@ HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"
 
 
-def _sibling(name: str):  # noqa: ANN202
-    """A module of this folder (tests run in importlib mode: the folder is not on sys.path)."""
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_smoke = _sibling("test_examples_smoke")
+# the tiny-budget options of every example (tests run in importlib mode: not importable)
+_smoke = runpy.run_path(str(HERE / "test_examples_smoke.py"))
+EXTRA_ARGS, TOTAL_FRAMES = _smoke["EXTRA_ARGS"], _smoke["TOTAL_FRAMES"]
 
 OTHER_ENVS = [
     ("ppo_cartpole.py", "Acrobot-v1"),
@@ -47,12 +40,12 @@ LEFT_OUT = {"ppo_lstm_masked_cartpole.py"}
 
 
 def test_every_example_but_the_masked_cartpole_has_another_env() -> None:
-    assert {name for name, _ in OTHER_ENVS} | LEFT_OUT == set(_smoke.EXTRA_ARGS)
+    assert {name for name, _ in OTHER_ENVS} | LEFT_OUT == set(EXTRA_ARGS)
 
 
 def _run(script: str, env_id: str, monkeypatch: pytest.MonkeyPatch) -> dict:
     """``python examples/<script> --env-id <env_id> ...`` in this process; its figures."""
-    args = ["--total-frames", str(_smoke.TOTAL_FRAMES), *_smoke.EXTRA_ARGS[script]]
+    args = ["--total-frames", str(TOTAL_FRAMES), *EXTRA_ARGS[script]]
     monkeypatch.setattr(sys, "argv", [script, *args, "--env-id", env_id])
     monkeypatch.syspath_prepend(str(EXAMPLES))  # as for a script: sac_mujoco imports its sibling
     namespace = runpy.run_path(str(EXAMPLES / script), run_name="example_under_test")
@@ -69,7 +62,7 @@ def test_example_runs_on_another_env_of_its_kind(
     script: str, env_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     result = _run(script, env_id, monkeypatch)
-    assert 0 < result["frames"] <= 2 * _smoke.TOTAL_FRAMES, result
+    assert 0 < result["frames"] <= 2 * TOTAL_FRAMES, result
     assert result["seconds"] > 0 and math.isfinite(result["fps"]), result
     # an episode may not end in so few frames (Pong, BipedalWalker): no return then
     assert math.isnan(result["mean_return"]) or math.isfinite(result["mean_return"]), result
