@@ -225,5 +225,6 @@ if __name__ == "__main__":
     print(f"{'figure':84s} {'value':>9s} {'unit':>5s} {'limit':>9s} {'ratio':>7s}")
     for r in run():
         print(
-            f"{r['figure']:84s} {r['value']:9.3f} {r['unit']:>5s} {r['limit']:9.3f} {r['ratio']:7.3f}"
+            f"{r['figure']:84s} {r['value']:9.3f} {r['unit']:>5s} "
+            f"{r['limit']:9.3f} {r['ratio']:7.3f}"
         )

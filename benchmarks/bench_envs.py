@@ -28,7 +28,8 @@
     raw ``GymEnv`` step; ``ratio``: the share of it), the minimum over the steps.
 
 Each figure is the median of ``REPEATS`` rounds; a round times every side back to back
-and a ratio is the median of the per-round ratios, so every side sees the same load. Steps are counted per sub-env. The ratios use the CPU time of this process
+and a ratio is the median of the per-round ratios, so every side sees the same load. Steps
+are counted per sub-env. The ratios use the CPU time of this process
 (``time.process_time``): the loops are single-threaded, so on an idle machine it equals
 the wall time, and on a loaded one it is not inflated by waiting for a core. The
 wall-clock ratio of the rollout is printed too.
@@ -310,7 +311,10 @@ def bench_pixels() -> list[dict]:
         plain = gym.make_vec("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync")
         base = GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync")
         best = _side_by_side(plain, TransformedEnv(base, _pixel_pipeline()), PIXEL_STEPS)
-        label = f"(e) 8 single ALE envs + GrayScale/Resize/CatFrames x{ALE_ENVS}, {PIXEL_THREADS} torch thread"
+        label = (
+            f"(e) 8 single ALE envs + GrayScale/Resize/CatFrames x{ALE_ENVS}, "
+            f"{PIXEL_THREADS} torch thread"
+        )
         return _rows(label, best, 0.8, on="fast") + _per_transform(label)
     finally:
         torch.set_num_threads(threads)
@@ -325,5 +329,6 @@ if __name__ == "__main__":
     print(f"{'figure':<66} {'value':>12} {'unit':>8} {'limit':>12} {'ratio':>6}")
     for r in rows:
         print(
-            f"{r['figure']:<66} {r['value']:>12,.0f} {r['unit']:>8} {r['limit']:>12,.0f} {r['ratio']:>6.2f}"
+            f"{r['figure']:<66} {r['value']:>12,.0f} {r['unit']:>8} "
+            f"{r['limit']:>12,.0f} {r['ratio']:>6.2f}"
         )

@@ -83,7 +83,9 @@ def _finish(proc, timeout=280):
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("script", sorted(EXAMPLES))
-def test_sigkill_at_a_random_moment_then_resume_finishes_the_budget_once(script, tmp_path, no_leaks):
+def test_sigkill_at_a_random_moment_then_resume_finishes_the_budget_once(
+    script, tmp_path, no_leaks
+):
     ckpt = tmp_path / "ckpt"
     proc = _start(script, ckpt)
     try:
@@ -108,14 +110,20 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_the_budget_once(script,
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("script", ["dqn_prioritized.py", "ppo_cartpole.py"])  # the signal path is shared
+# the signal path is shared
+@pytest.mark.parametrize("script", ["dqn_prioritized.py", "ppo_cartpole.py"])
 def test_sigterm_writes_a_checkpoint_within_the_grace_period_and_exits(script, tmp_path, no_leaks):
     ckpt = tmp_path / "ckpt"
     budget = 8 * TOTAL  # long enough that SIGTERM lands inside the loop on a fast, idle machine
-    proc = _start(script, ckpt, "--checkpoint-every", "0", "--total-frames", str(budget))  # only SIGTERM saves
+    # only SIGTERM saves
+    proc = _start(script, ckpt, "--checkpoint-every", "0", "--total-frames", str(budget))
     try:
         deadline = time.monotonic() + 240
-        while proc.poll() is None and not list(tmp_path.glob("ckpt")) and time.monotonic() < deadline:
+        while (
+            proc.poll() is None
+            and not list(tmp_path.glob("ckpt"))
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)  # the Checkpointer made it: the loop starts
         time.sleep(0.3)  # inside the training loop (its handlers are installed)
         sent = time.monotonic()
@@ -126,7 +134,8 @@ def test_sigterm_writes_a_checkpoint_within_the_grace_period_and_exits(script, t
         proc.kill()
         proc.communicate()
     assert result["stopped_by_signal"] and elapsed < 30
-    assert _saved_frames(ckpt) == result["frames"] <= budget  # == budget: it was saving its last batch
+    # == budget: it was saving its last batch
+    assert _saved_frames(ckpt) == result["frames"] <= budget
     rest = _finish(_start(script, ckpt, "--resume", "--total-frames", str(budget)))
     assert rest["resumed_from_frames"] == result["frames"] and rest["frames"] == budget
 

@@ -95,7 +95,8 @@ def test_flat_layout_roundtrip_keeps_dtypes_and_views():
         ({"collector_kwargs": {"max_frames_per_traj": 0}}, "max_frames_per_traj"),
         (
             {"collector_kwargs": {"weight_updater": VanillaWeightUpdater()}},
-            "collector_kwargs: weight_updater: the remote collectors push the trainer's weights themselves",
+            "collector_kwargs: weight_updater: the remote collectors push the trainer's weights "
+            "themselves",
         ),
     ],
 )

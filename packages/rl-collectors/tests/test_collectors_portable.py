@@ -207,7 +207,9 @@ import torch
 from rl_envs import GymEnv
 from rl_collectors import RPCDataCollector
 env_id = "CartPole-v1"
-collector = RPCDataCollector(lambda: GymEnv(env_id), None, frames_per_batch=8, total_frames=16, num_collectors=2)
+collector = RPCDataCollector(
+    lambda: GymEnv(env_id), None, frames_per_batch=8, total_frames=16, num_collectors=2
+)
 print("frames", sum(b.numel() for b in collector))
 collector.shutdown()
 try:
@@ -246,5 +248,8 @@ def test_rpc_in_a_fresh_process(case: str) -> None:
             in out.stdout
         )
     else:
-        expected = "reported: worker 0: RPC worker 1 (rank 1) failed to start: ValueError: no env called Nope-v0 here"
+        expected = (
+            "reported: worker 0: RPC worker 1 (rank 1) failed to start: "
+            "ValueError: no env called Nope-v0 here"
+        )
         assert expected in out.stdout, out.stdout + out.stderr[-3000:]

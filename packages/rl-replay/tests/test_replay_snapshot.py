@@ -20,7 +20,9 @@ CAPACITY = 3 * CHUNK_ROWS + 100  # four chunks, the last one short
 
 def _rows(n, start=0):
     x = torch.arange(start, start + n, dtype=torch.float32)
-    return TensorDict({"obs": x.unsqueeze(1).expand(n, 3).clone(), "done": (x % 7 == 0).unsqueeze(1)}, [n])
+    return TensorDict(
+        {"obs": x.unsqueeze(1).expand(n, 3).clone(), "done": (x % 7 == 0).unsqueeze(1)}, [n]
+    )
 
 
 def _snapshot(path):

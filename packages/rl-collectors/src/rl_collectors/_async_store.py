@@ -109,7 +109,10 @@ class FrameStore:
     def write_root(
         self, pos: torch.Tensor, envs: torch.Tensor, policy_input: TensorDictBase, version: int
     ) -> None:
-        """Frames at ``pos``: the policy input/outputs ``policy_input`` (rows in the order of ``envs``)."""
+        """Frames at ``pos``: the policy input/outputs ``policy_input``.
+
+        ``policy_input``'s rows are in the order of ``envs``.
+        """
         for key, dst in zip(self.root_keys, self.root_dst, strict=True):
             dst.index_copy_(0, pos, policy_input.get(key).to(dst.device))
         self.version.index_fill_(0, pos, version)

@@ -150,7 +150,11 @@ def save_checkpoint(
     shutil.rmtree(tmp, ignore_errors=True)  # left by a save killed mid-write
     tmp.mkdir()
     states = {n: obj.state_dict() for n, obj in components.items() if kinds[n] == "state_dict"}
-    payload = {"components": states, "extra": dict(extra or {}), "rng": _rng_state() if rng else None}
+    payload = {
+        "components": states,
+        "extra": dict(extra or {}),
+        "rng": _rng_state() if rng else None,
+    }
     with open(tmp / _STATE, "wb") as f:
         torch.save(payload, f)
         f.flush()
@@ -234,7 +238,9 @@ def load_checkpoint(path: Any, *, strict: bool = True, **components: Any) -> dic
     """
     where = latest_checkpoint(path)
     if where is None:
-        raise CheckpointError(f"path: expected a checkpoint directory with {_LATEST}, got {str(path)!r}")
+        raise CheckpointError(
+            f"path: expected a checkpoint directory with {_LATEST}, got {str(path)!r}"
+        )
     manifest = json.loads((where / _MANIFEST).read_text())
     _check_manifest(manifest, components, where, strict)
     payload = torch.load(where / _STATE, weights_only=False)
@@ -327,10 +333,14 @@ class Checkpointer:
         where = save_checkpoint(self.directory, extra={**(extra or {}), "frames": frames},
                                 **self.components)
         self.saved_frames = frames
-        _log.info("checkpoint %s at %d frames in %.3f s", where, frames, time.perf_counter() - start)
+        _log.info(
+            "checkpoint %s at %d frames in %.3f s", where, frames, time.perf_counter() - start
+        )
         return where
 
-    def step(self, frames: int, extra: dict[str, Any] | None = None, *, final: bool = False) -> bool:
+    def step(
+        self, frames: int, extra: dict[str, Any] | None = None, *, final: bool = False
+    ) -> bool:
         """Save if due (``every_frames`` passed, a signal arrived, or ``final``).
 
         Returns:

@@ -30,8 +30,13 @@ class FlatLayout:
         shapes: one full shape per key (batch dims first).
 
     Examples:
-        >>> td = TensorDict({"a": torch.arange(6.).reshape(2, 3), "b": {"c": torch.ones(2, 3, dtype=torch.int64)}},
-        ...                 batch_size=[2, 3])
+        >>> td = TensorDict(
+        ...     {
+        ...         "a": torch.arange(6.).reshape(2, 3),
+        ...         "b": {"c": torch.ones(2, 3, dtype=torch.int64)},
+        ...     },
+        ...     batch_size=[2, 3],
+        ... )
         >>> layout = FlatLayout.of(td)
         >>> flat = layout.pack(td)
         >>> flat.dtype, layout.nbytes >= 2 * 3 * (4 + 8)

@@ -39,7 +39,11 @@ def _check_fns(num_workers: Any, create_env_fn: Any) -> list[Any]:
     """One env constructor per worker: ``create_env_fn`` repeated, or its list as given."""
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers: expected a positive int, received {num_workers!r}")
-    fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn] * num_workers
+    fns = (
+        list(create_env_fn)
+        if isinstance(create_env_fn, (list, tuple))
+        else [create_env_fn] * num_workers
+    )
     if len(fns) != num_workers:
         raise ValueError(
             f"create_env_fn: expected one callable or a list of num_workers={num_workers} "
@@ -59,16 +63,26 @@ TORCHRL_ONLY = {
     "memmap": "the batched buffers live in shared memory, never in memory-mapped files",
     "mp_start_method": "workers are always started with 'spawn'",
     "use_buffers": "steps always go through preallocated buffers",
-    "serial_for_single": "ParallelEnv(1, ...) starts one worker process; use SerialEnv(1, ...) to stay here",
-    "num_threads": "num_sub_threads= sets torch's threads in each worker; this process keeps its own",
-    "daemon": "workers are never daemonic (so that a worker may start processes); close() stops them",
+    "serial_for_single": (
+        "ParallelEnv(1, ...) starts one worker process; use SerialEnv(1, ...) to stay here"
+    ),
+    "num_threads": (
+        "num_sub_threads= sets torch's threads in each worker; this process keeps its own"
+    ),
+    "daemon": (
+        "workers are never daemonic (so that a worker may start processes); close() stops them"
+    ),
 }
 """TorchRL batched-env arguments with no counterpart here, and what to do instead."""
 
 
 def _check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any,
                 torchrl_only: Mapping[str, Any]) -> tuple[list, list[dict]]:
-    """Validate the constructor arguments; returns one constructor and one kwargs dict per worker."""
+    """Validate the constructor arguments.
+
+    Returns:
+        One constructor and one kwargs dict per worker.
+    """
     for name in torchrl_only:  # a TorchRL argument names what to use instead; any other is a typo
         reason = TORCHRL_ONLY.get(name)
         raise TypeError(f"{name}: TorchRL's argument is not supported here; {reason}" if reason
@@ -88,7 +102,8 @@ def _check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any,
             )
         return fns, [dict(k) for k in create_env_kwargs]
     raise TypeError(
-        f"create_env_kwargs: expected a dict or a list of {num_workers} dicts, received {type(create_env_kwargs).__name__}"
+        f"create_env_kwargs: expected a dict or a list of {num_workers} dicts, "
+        f"received {type(create_env_kwargs).__name__}"
     )
 
 
@@ -138,7 +153,10 @@ class _BatchedEnv(EnvBase):
         return idx, [not every[i] for i in idx]
 
     def _worker_seeds(self, seed: int | None) -> list[int | None]:
-        """Worker ``i`` gets ``seed + i * n`` (``n``: envs per worker, so no two sub-envs share a seed)."""
+        """Worker ``i`` gets ``seed + i * n``.
+
+        ``n`` is the number of envs per worker, so no two sub-envs share a seed.
+        """
         return [
             None if seed is None else seed + i * self._sub_numel for i in range(self.num_workers)
         ]
@@ -165,7 +183,10 @@ class _BatchedEnv(EnvBase):
         self._load_worker_states(workers)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(num_workers={self.num_workers}, batch_size={tuple(self.batch_size)}, device={self.device})"
+        return (
+            f"{type(self).__name__}(num_workers={self.num_workers}, "
+            f"batch_size={tuple(self.batch_size)}, device={self.device})"
+        )
 
 
 class SerialEnv(_BatchedEnv):
@@ -357,7 +378,8 @@ class ParallelEnv(_BatchedEnv):
             metas = self._pool.gather(list(range(num_workers)), "create_env_fn")
             if metas[0]["device"].type != "cpu":
                 raise ValueError(
-                    f"create_env_fn: ParallelEnv needs CPU sub-envs, received device {metas[0]['device']}"
+                    "create_env_fn: ParallelEnv needs CPU sub-envs, "
+                    f"received device {metas[0]['device']}"
                 )
             self._init_batched(num_workers, metas, "cpu")
             self._share_and_bind()

@@ -176,7 +176,11 @@ def _next_command(conn: connection.Connection, poller: Any) -> tuple[str, Any] |
 
 
 def worker_main(
-    index: int, conn: connection.Connection, create_env_fn: Portable, kwargs: Portable, num_threads: int
+    index: int,
+    conn: connection.Connection,
+    create_env_fn: Portable,
+    kwargs: Portable,
+    num_threads: int,
 ) -> None:
     """Entry point of a ``ParallelEnv`` worker process (spawned).
 
@@ -197,7 +201,9 @@ def worker_main(
         os._exit(code)
 
 
-def _serve(index: int, conn: connection.Connection, create_env_fn: Portable, kwargs: Portable) -> None:
+def _serve(
+    index: int, conn: connection.Connection, create_env_fn: Portable, kwargs: Portable
+) -> None:
     env = None
     try:
         env = create_env_fn.load()(**kwargs.load())
@@ -244,7 +250,9 @@ class WorkerPool:
         self._poller = select.poll()  # built once: every pipe and sentinel, reused per wait
         self._fd_owner: dict[int, tuple[int, bool]] = {}  # fd -> (worker, is it the sentinel)
 
-    def start(self, ctx: Any, create_env_fns: list[Any], kwargs: list[dict], num_threads: int) -> None:
+    def start(
+        self, ctx: Any, create_env_fns: list[Any], kwargs: list[dict], num_threads: int
+    ) -> None:
         """Start one worker per ``(create_env_fns[i], kwargs[i])``."""
         for i, (create_env_fn, kw) in enumerate(zip(create_env_fns, kwargs, strict=True)):
             parent_end, child_end = ctx.Pipe(duplex=True)

@@ -82,7 +82,8 @@ class GymWrapper(EnvBase):
             )
         if not isinstance(env, gym.vector.VectorEnv):
             raise TypeError(
-                f"GymWrapper: env must be a gymnasium Env or VectorEnv, received {type(env).__name__}"
+                "GymWrapper: env must be a gymnasium Env or VectorEnv, "
+                f"received {type(env).__name__}"
             )
         if not isinstance(frame_skip, int) or frame_skip < 1:
             raise ValueError(f"GymWrapper: frame_skip must be an int >= 1, received {frame_skip!r}")
@@ -106,7 +107,8 @@ class GymWrapper(EnvBase):
         self._partial = partial_reset_fn(env, partial_reset)
         if not self._same_step and self._partial is None:
             raise ValueError(
-                f"GymWrapper: {type(env.unwrapped).__name__} autoresets in {self.autoreset_mode.value} mode "
+                f"GymWrapper: {type(env.unwrapped).__name__} autoresets in "
+                f"{self.autoreset_mode.value} mode "
                 "and cannot reset a subset of its sub-envs, so finished sub-envs would produce "
                 "reset steps in the data. Build it with autoreset_mode=SAME_STEP, or pass "
                 "partial_reset=True if reset(options={'reset_mask': mask}) is supported."
@@ -142,7 +144,8 @@ class GymWrapper(EnvBase):
         for key in info_keys:
             if key not in info:
                 raise KeyError(
-                    f"GymWrapper: info key {key!r} is not in the reset info (keys: {sorted(info)}); "
+                    f"GymWrapper: info key {key!r} is not in the reset info "
+                    f"(keys: {sorted(info)}); "
                     "pass info_keys as a mapping {key: spec} for keys that only steps report"
                 )
             value = np.asarray(info[key])
