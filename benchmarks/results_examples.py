@@ -96,9 +96,10 @@ EXAMPLES: dict[str, dict] = {
 
 
 # the examples that take about an hour or more per seed on the 2-core development machine
-# (its MuJoCo runs took 3,278 s and 3,555 s; PPO's 2M Atari frames through a CNN were never
-# run there): they are re-recorded only when that machine has the time, and the page says
-# so when they lack a run of the current code
+# (its MuJoCo seeds took 867-1,825 s for PPO Hopper and 1,595-3,555 s for SAC HalfCheetah,
+# one core each; ppo_atari ran at 74 frames/s there, so its 2M frames would take hours):
+# they are re-recorded only when that machine has the time, and the page says so when
+# they lack a run of the current code
 LONG_EXAMPLES = ("ppo_mujoco", "sac_mujoco", "ppo_atari")
 
 
