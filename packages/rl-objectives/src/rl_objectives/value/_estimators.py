@@ -59,6 +59,8 @@ class TDLambdaEstimator(ValueEstimatorBase):
         tensor([1.7500, 1.5000, 1.0000])
     """
 
+    _kernel = "td_lambda"  # the compiled pass :func:`_kernels.load` prepares for this class
+
     def __init__(
         self,
         *,
@@ -74,7 +76,7 @@ class TDLambdaEstimator(ValueEstimatorBase):
         if isinstance(self.gamma, float) and isinstance(self.lmbda, float) and _on_cpu(
             value_network
         ):  # the compiled pass loads now, not inside the first batch of a run
-            _kernels.load("gae" if isinstance(self, GAE) else "td_lambda")
+            _kernels.load(self._kernel)
 
     def _estimate(self, inputs, time_dim):
         target = vec_td_lambda_return_estimate(
@@ -135,6 +137,8 @@ class GAE(TDLambdaEstimator):
         >>> GAE(gamma=0.99, lmbda=0.95, value_network=critic)(td)["advantage"].shape
         torch.Size([4, 10, 1])
     """
+
+    _kernel = "gae"
 
     def __init__(
         self,
