@@ -8,7 +8,7 @@ import functools
 import psutil
 import pytest
 from rl_envs import GymEnv, ParallelEnv, SerialEnv
-from rl_envs._batched import TORCHRL_ONLY
+from rl_envs._batched_args import TORCHRL_ONLY
 
 MAKE = functools.partial(GymEnv, "CartPole-v1")
 

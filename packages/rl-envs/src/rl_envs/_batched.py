@@ -17,6 +17,7 @@ import torch
 from rl_profiling import profiled
 from tensordict import TensorDictBase
 
+from rl_envs._batched_args import check_args, check_picklable, check_same_specs
 from rl_envs._batched_worker import (
     SPEC_NAMES,
     STEP_MSG,
@@ -27,7 +28,6 @@ from rl_envs._batched_worker import (
 )
 from rl_envs._buffers import zero_buffers
 from rl_envs._env import EnvBase
-from rl_envs.processes import dumps as portable_dumps
 
 __all__ = ["ParallelEnv", "SerialEnv"]
 
@@ -35,94 +35,12 @@ DEFAULT_TIMEOUT_S = 120.0
 """Default deadline of every wait on a ``ParallelEnv`` worker (start-up included)."""
 
 
-def _check_fns(num_workers: Any, create_env_fn: Any) -> list[Any]:
-    """One env constructor per worker: ``create_env_fn`` repeated, or its list as given."""
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"num_workers: expected a positive int, received {num_workers!r}")
-    fns = (
-        list(create_env_fn)
-        if isinstance(create_env_fn, (list, tuple))
-        else [create_env_fn] * num_workers
-    )
-    if len(fns) != num_workers:
-        raise ValueError(
-            f"create_env_fn: expected one callable or a list of num_workers={num_workers} "
-            f"callables (one per worker), received a list of {len(fns)}"
-        )
-    for fn in fns:
-        if not callable(fn):
-            raise TypeError(
-                f"create_env_fn: expected a callable returning an EnvBase (or a list of them), "
-                f"received {type(fn).__name__}"
-            )
-    return fns
-
-
-TORCHRL_ONLY = {
-    "shared_memory": "ParallelEnv's workers always write into shared memory; SerialEnv needs none",
-    "memmap": "the batched buffers live in shared memory, never in memory-mapped files",
-    "mp_start_method": "workers are always started with 'spawn'",
-    "use_buffers": "steps always go through preallocated buffers",
-    "serial_for_single": (
-        "ParallelEnv(1, ...) starts one worker process; use SerialEnv(1, ...) to stay here"
-    ),
-    "num_threads": (
-        "num_sub_threads= sets torch's threads in each worker; this process keeps its own"
-    ),
-    "daemon": (
-        "workers are never daemonic (so that a worker may start processes); close() stops them"
-    ),
-}
-"""TorchRL batched-env arguments with no counterpart here, and what to do instead."""
-
-
-def _check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any,
-                torchrl_only: Mapping[str, Any]) -> tuple[list, list[dict]]:
-    """Validate the constructor arguments.
-
-    Returns:
-        One constructor and one kwargs dict per worker.
-    """
-    for name in torchrl_only:  # a TorchRL argument names what to use instead; any other is a typo
-        reason = TORCHRL_ONLY.get(name)
-        raise TypeError(f"{name}: TorchRL's argument is not supported here; {reason}" if reason
-                        else f"got an unexpected keyword argument {name!r}")
-    fns = _check_fns(num_workers, create_env_fn)
-    if create_env_kwargs is None:
-        return fns, [{} for _ in range(num_workers)]
-    if isinstance(create_env_kwargs, Mapping):
-        return fns, [dict(create_env_kwargs) for _ in range(num_workers)]
-    if isinstance(create_env_kwargs, Sequence) and all(
-        isinstance(k, Mapping) for k in create_env_kwargs
-    ):
-        if len(create_env_kwargs) != num_workers:
-            raise ValueError(
-                f"create_env_kwargs: expected one dict per worker ({num_workers}), "
-                f"received {len(create_env_kwargs)}"
-            )
-        return fns, [dict(k) for k in create_env_kwargs]
-    raise TypeError(
-        f"create_env_kwargs: expected a dict or a list of {num_workers} dicts, "
-        f"received {type(create_env_kwargs).__name__}"
-    )
-
-
-def _check_same_specs(metas: list[dict[str, Any]]) -> None:
-    for i, meta in enumerate(metas[1:], start=1):
-        for name in ("batch_size", "device", *SPEC_NAMES):
-            if meta[name] != metas[0][name]:
-                raise ValueError(
-                    f"create_env_fn: every sub-env must have the same specs; worker {i}'s {name} "
-                    f"differs from worker 0's:\n{meta[name]!r}\nvs\n{metas[0][name]!r}"
-                )
-
-
 class _BatchedEnv(EnvBase):
     """What ``SerialEnv`` and ``ParallelEnv`` share. Not for direct use."""
 
     def _init_batched(self, num_workers: int, metas: list[dict[str, Any]], device: Any) -> None:
         """Call ``EnvBase.__init__`` and stack the specs of the sub-envs (``metas``)."""
-        _check_same_specs(metas)
+        check_same_specs(metas)
         meta = metas[0]
         self.num_workers = num_workers
         self._sub_batch_size = meta["batch_size"]
@@ -239,7 +157,7 @@ class SerialEnv(_BatchedEnv):
         create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         **torchrl_only: Any,
     ):
-        fns, kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs, torchrl_only)
+        fns, kwargs = check_args(num_workers, create_env_fn, create_env_kwargs, torchrl_only)
         self._envs: list[EnvBase] = []
         try:
             for fn, kw in zip(fns, kwargs, strict=True):
@@ -355,7 +273,7 @@ class ParallelEnv(_BatchedEnv):
         num_sub_threads: int = 1,
         **torchrl_only: Any,
     ):
-        fns, kwargs = _check_args(num_workers, create_env_fn, create_env_kwargs, torchrl_only)
+        fns, kwargs = check_args(num_workers, create_env_fn, create_env_kwargs, torchrl_only)
         if not timeout > 0:
             raise ValueError(
                 f"timeout: expected a positive number of seconds, received {timeout!r}"
@@ -368,7 +286,7 @@ class ParallelEnv(_BatchedEnv):
             raise ValueError(
                 f"num_sub_threads: expected a positive int, received {num_sub_threads!r}"
             )
-        _check_picklable(fns, kwargs)
+        check_picklable(fns, kwargs)
         self._pool = WorkerPool(type(self).__name__, float(timeout))
         self._finalizer = weakref.finalize(self, self._pool.shutdown)
         try:
@@ -472,11 +390,3 @@ class ParallelEnv(_BatchedEnv):
     def worker_pids(self) -> list[int]:
         """Process ids of the workers (empty once closed)."""
         return self._pool.pids
-
-
-def _check_picklable(fns: list[Any], kwargs: list[dict]) -> None:
-    """Fail here, before any process starts, on what cannot reach a worker at all (by
-    reference or by value); the error names the argument."""
-    create_env_fn = fns[0] if all(fn is fns[0] for fn in fns) else fns
-    for name, obj in (("create_env_fn", create_env_fn), ("create_env_kwargs", kwargs)):
-        portable_dumps(obj, name)
