@@ -24,6 +24,7 @@ from tensordict.nn import (
     ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
     TensorDictModule,
+    TensorDictSequential,
 )
 
 
@@ -121,6 +122,52 @@ def test_actor_critic_losses_outputs_and_gradients(cls):
     critic.zero_grad()
     cls(actor, critic)(td)["loss_objective"].backward()
     assert all(p.grad is None or torch.all(p.grad == 0) for p in critic.parameters())
+
+
+def _shared_trunk_nets(trunk: TensorDictModule):
+    """Actor and critic starting with ``trunk`` (an ActorValueOperator's two operators)."""
+    net = torch.nn.Sequential(torch.nn.Linear(8, 4), NormalParamExtractor())
+    actor = ProbabilisticTensorDictSequential(
+        trunk,
+        TensorDictModule(net, ["hidden"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(
+            ["loc", "scale"], ["action"], distribution_class=torch.distributions.Normal,
+            return_log_prob=True,
+        ),
+    )
+    head = TensorDictModule(torch.nn.Linear(8, 1), ["hidden"], ["state_value"])
+    return actor, TensorDictSequential(trunk, head)
+
+
+@pytest.mark.parametrize("cls", [ClipPPOLoss, A2CLoss])
+def test_a_shared_trunk_runs_once_with_the_gradients_of_two_passes(cls):
+    torch.manual_seed(0)
+    trunk = TensorDictModule(torch.nn.Linear(3, 8), ["observation"], ["hidden"])
+    actor, critic = _shared_trunk_nets(trunk)
+    # The same parameters behind another wrapper object: the loss cannot tell they are
+    # shared, and runs the trunk twice (the reference).
+    twice = TensorDictModule(trunk.module, ["observation"], ["hidden"])
+    calls = []
+    trunk.module.register_forward_hook(lambda *_: calls.append(1))
+    td = _rollout()  # advantage given: the value estimator (a third trunk pass) stays out
+    td["advantage"], td["value_target"] = torch.randn(4, 12, 1), torch.randn(4, 12, 1)
+    grads = []
+    for critic_network in (critic, TensorDictSequential(twice, critic.module[1])):
+        calls.clear()
+        loss = cls(actor, critic_network, normalize_advantage=True, critic_coef=0.5)
+        out = loss(td.copy())
+        assert len(calls) == (1 if critic_network is critic else 2)
+        actor.zero_grad(set_to_none=True)
+        critic.zero_grad(set_to_none=True)
+        sum(v for k, v in out.items() if k.startswith("loss_")).backward()
+        params = (*actor.parameters(), *critic.module[1].parameters())
+        grads.append([p.grad.clone() for p in params])
+        grads[-1].append(out["loss_critic"].detach())
+    for shared, reference in zip(*grads, strict=True):
+        torch.testing.assert_close(shared, reference, rtol=1e-5, atol=1e-6)
+    # the head is not a registered submodule: the loss's state_dict keys are unchanged
+    keys = set(cls(actor, critic).state_dict())
+    assert keys == set(cls(actor, TensorDictSequential(twice, critic.module[1])).state_dict())
 
 
 def test_clip_fraction_and_on_policy_ratio():

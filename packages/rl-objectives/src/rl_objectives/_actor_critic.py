@@ -6,7 +6,7 @@ import dataclasses
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModuleBase
+from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 from tensordict.utils import NestedKey
 
 from rl_objectives import _keys
@@ -43,6 +43,22 @@ def _torchrl_spelling(name: str) -> property:
     )
 
 
+def _critic_head(actor: TensorDictModuleBase, critic: TensorDictModuleBase | None):
+    """The critic's modules after the first one, when that first module is also the actor's.
+
+    That is the shape ``ActorValueOperator.get_policy_operator()`` and
+    ``get_value_operator()`` have: one trunk object first in both. The actor's ``get_dist``
+    has written the trunk's outputs into the loss's tensordict by the time the critic runs,
+    so the critic needs only this head; ``None`` when nothing is shared.
+    """
+    if not (isinstance(actor, TensorDictSequential) and isinstance(critic, TensorDictSequential)):
+        return None
+    if len(critic.module) < 2 or actor.module[0] is not critic.module[0]:
+        return None
+    rest = list(critic.module[1:])
+    return rest[0] if len(rest) == 1 else TensorDictSequential(*rest)
+
+
 class ActorCriticLoss(LossModule):
     """Actor log-probabilities, entropy, critic loss and advantage handling.
 
@@ -60,6 +76,11 @@ class ActorCriticLoss(LossModule):
         normalize_advantage: standardise the advantage over the batch.
         gamma: discount of the default value estimator.
         clip_value: clip the new value to ``old value +- clip_value`` (PPO value clip).
+
+    When actor and critic start with the same module (an ``ActorValueOperator``'s
+    policy and value operators: one shared trunk), the trunk runs once a call: the critic
+    head reads the features the actor's pass wrote. The gradients are those of running it
+    twice (the two heads' contributions add up in the trunk either way).
 
     Raises:
         TypeError: the networks are not tensordict modules.
@@ -117,6 +138,9 @@ class ActorCriticLoss(LossModule):
         distance_loss(torch.zeros(1), torch.zeros(1), loss_critic_type)  # validates the name
         self.actor_network = actor_network
         self.critic_network = critic_network
+        # Not registered as a submodule: its parameters are the critic's, and the loss's
+        # state_dict keeps the keys it had.
+        self.__dict__["_critic_head"] = _critic_head(actor_network, critic_network)
         self.entropy_bonus = entropy_bonus
         self.entropy_coef = entropy_coef
         self.critic_coef = critic_coef
@@ -156,11 +180,13 @@ class ActorCriticLoss(LossModule):
         return _match(entropy, like)
 
     def _critic_terms(self, tensordict: TensorDictBase) -> dict[str, torch.Tensor]:
+        """Critic loss on ``tensordict``, which the actor's ``get_dist`` has just run on."""
         keys = self.tensor_keys
         target = self._get(tensordict, keys.value_target).detach()
         old_value = tensordict.get(keys.value, None)
-        td = tensordict.select(*self.critic_network.in_keys, strict=False).copy()
-        value = self._get(self.critic_network(td), keys.value)
+        critic = self._critic_head if self._critic_head is not None else self.critic_network
+        td = tensordict.select(*critic.in_keys, strict=False).copy()
+        value = self._get(critic(td), keys.value)
         loss = distance_loss(value, target, self.loss_critic_type)
         if self.clip_value is not None and old_value is not None:
             old_value = old_value.detach()
