@@ -34,38 +34,6 @@ def test_import_never_imports_torch(run_py, armed: bool) -> None:
     assert run_py(["-c", code], armed=armed).stdout.split() == [str(armed), "False"]
 
 
-@pytest.mark.timeout(60)
-def test_unarmed_works_with_torch_unimportable(run_py) -> None:
-    code = BLOCK_TORCH + (
-        "from rl_profiling import profiled, record, Timing, ProfileConfig, ProfilerHook\n"
-        "def f(): return 1\n"
-        "assert profiled('x')(f) is f and record('a') is record('b')\n"
-        "t = Timing(cuda_sync=True)\n"
-        "with t.add_time('a'): pass\n"
-        "print('ok', sorted(t.to_dict()))\n"
-    )
-    assert run_py(["-c", code], armed=False).stdout.strip() == "ok ['a']"
-
-
-@pytest.mark.timeout(60)
-def test_armed_without_torch_records_to_the_stdlib_recorder(run_py) -> None:
-    code = BLOCK_TORCH + (
-        "import json, sys\n"
-        "from rl_profiling import RECORDER, profiled, record\n"
-        "@profiled('EnvBase.step')\n"
-        "def step(): return 1\n"
-        "step()  # no recording open: nothing kept\n"
-        "RECORDER.start()\n"
-        "with record('Collector.rollout'):\n"
-        "    step()\n"
-        "RECORDER.stop()\n"
-        "step()\n"
-        "print(json.dumps([e['name'] for e in RECORDER.events]))\n"
-    )
-    names = json.loads(run_py(["-c", code], armed=True).stdout)
-    assert names == ["EnvBase.step", "Collector.rollout"]  # inner range closes first
-
-
 @not_armed
 def test_profiled_returns_the_same_function_when_not_armed() -> None:
     def step(x: int) -> int:
@@ -99,51 +67,103 @@ def test_enabling_without_arming_warns_and_does_nothing() -> None:
     set_profiling_enabled(False)  # disabling is always allowed, silently
 
 
-@pytest.mark.timeout(60)
-def test_runtime_toggle_when_armed(run_py) -> None:
-    code = BLOCK_TORCH + (
-        "import json\n"
-        "from rl_profiling import profiled, profiling_enabled, profiling_env, record, "
-        "set_profiling_enabled\n"
-        "def step():\n"
-        "    'Step the env.'\n"
-        "    return 7\n"
-        "wrapped = profiled('EnvBase.step')(step)\n"
-        "out = [wrapped is not step, wrapped.__name__, wrapped.__doc__, wrapped()]\n"
-        "out += [profiling_enabled(), profiling_env()]\n"
-        "set_profiling_enabled(False)\n"
-        "out += [profiling_enabled(), profiling_env(), record('a') is record('b'), wrapped()]\n"
-        "set_profiling_enabled(True)\n"
-        "out += [profiling_enabled(), profiling_env()]\n"
-        "print(json.dumps(out))\n"
-    )
-    out = json.loads(run_py(["-c", code], armed=True).stdout)
-    assert out == [
-        True, "step", "Step the env.", 7,
-        True, {"RL_PROFILING": "1"},
-        False, {}, True, 7,
-        True, {"RL_PROFILING": "1"},
-    ]  # fmt: skip
+UNARMED_WORKS = (
+    "import json\n"
+    "from rl_profiling import profiled, record, Timing, ProfileConfig, ProfilerHook\n"
+    "def f(): return 1\n"
+    "assert profiled('x')(f) is f and record('a') is record('b')\n"
+    "t = Timing(cuda_sync=True)\n"
+    "with t.add_time('a'): pass\n"
+    "print(json.dumps(['ok', sorted(t.to_dict())]))\n"
+)
+
+STDLIB_RECORDER = (
+    "import json, sys\n"
+    "from rl_profiling import RECORDER, profiled, record\n"
+    "@profiled('EnvBase.step')\n"
+    "def step(): return 1\n"
+    "step()  # no recording open: nothing kept\n"
+    "RECORDER.start()\n"
+    "with record('Collector.rollout'):\n"
+    "    step()\n"
+    "RECORDER.stop()\n"
+    "step()\n"
+    "print(json.dumps([e['name'] for e in RECORDER.events]))\n"
+)
+
+RUNTIME_TOGGLE = (
+    "import json\n"
+    "from rl_profiling import profiled, profiling_enabled, profiling_env, record, "
+    "set_profiling_enabled\n"
+    "def step():\n"
+    "    'Step the env.'\n"
+    "    return 7\n"
+    "wrapped = profiled('EnvBase.step')(step)\n"
+    "out = [wrapped is not step, wrapped.__name__, wrapped.__doc__, wrapped()]\n"
+    "out += [profiling_enabled(), profiling_env()]\n"
+    "set_profiling_enabled(False)\n"
+    "out += [profiling_enabled(), profiling_env(), record('a') is record('b'), wrapped()]\n"
+    "set_profiling_enabled(True)\n"
+    "out += [profiling_enabled(), profiling_env()]\n"
+    "print(json.dumps(out))\n"
+)
+
+RUNTIME_TOGGLE_OUT = [
+    True, "step", "Step the env.", 7,
+    True, {"RL_PROFILING": "1"},
+    False, {}, True, 7,
+    True, {"RL_PROFILING": "1"},
+]  # fmt: skip
+
+SPAWNED_CHILDREN = (
+    "import json, multiprocessing as mp, subprocess, sys\n"
+    "import rl_profiling\n"
+    "if __name__ == '__main__':\n"
+    "    with mp.get_context('spawn').Pool(1) as pool:\n"
+    "        child = pool.apply(rl_profiling.profiling_enabled)\n"
+    "        pool.close(); pool.join()\n"
+    "    env = {k: v for k, v in __import__('os').environ.items() if k != 'RL_PROFILING'}\n"
+    "    env.update(rl_profiling.profiling_env())\n"
+    "    sub = subprocess.run([sys.executable, '-c', "
+    "'import rl_profiling; print(rl_profiling.ARMED)'],\n"
+    "                         env=env, capture_output=True, text=True, "
+    "check=True).stdout.strip()\n"
+    "    print(json.dumps([rl_profiling.ARMED, child, sub]))\n"
+)
 
 
-@pytest.mark.timeout(90)
-def test_spawned_children_come_up_armed(run_py) -> None:
-    code = BLOCK_TORCH + (
-        "import json, multiprocessing as mp, subprocess, sys\n"
-        "import rl_profiling\n"
-        "if __name__ == '__main__':\n"
-        "    with mp.get_context('spawn').Pool(1) as pool:\n"
-        "        child = pool.apply(rl_profiling.profiling_enabled)\n"
-        "        pool.close(); pool.join()\n"
-        "    env = {k: v for k, v in __import__('os').environ.items() if k != 'RL_PROFILING'}\n"
-        "    env.update(rl_profiling.profiling_env())\n"
-        "    sub = subprocess.run([sys.executable, '-c', "
-        "'import rl_profiling; print(rl_profiling.ARMED)'],\n"
-        "                         env=env, capture_output=True, text=True, "
-        "check=True).stdout.strip()\n"
-        "    print(json.dumps([rl_profiling.ARMED, child, sub]))\n"
-    )
-    assert json.loads(run_py(["-c", code], armed=True).stdout) == [True, True, "True"]
+def _torchless(
+    name: str, armed: bool, script: str, expected: list, timeout: int = 60
+) -> pytest.param:
+    return pytest.param(armed, script, expected, id=name, marks=pytest.mark.timeout(timeout))
+
+
+@pytest.mark.parametrize(
+    ("armed", "script", "expected"),
+    [
+        _torchless("unarmed_works", False, UNARMED_WORKS, ["ok", ["a"]]),
+        # the inner range closes first
+        _torchless(
+            "armed_records_to_the_stdlib_recorder",
+            True,
+            STDLIB_RECORDER,
+            ["EnvBase.step", "Collector.rollout"],
+        ),
+        _torchless(
+            "runtime_toggle_when_armed",
+            True,
+            RUNTIME_TOGGLE,
+            RUNTIME_TOGGLE_OUT,
+        ),
+        _torchless(
+            "spawned_children_come_up_armed", True, SPAWNED_CHILDREN, [True, True, "True"], 90
+        ),
+    ],
+)
+def test_script_with_torch_unimportable(run_py, armed: bool, script: str, expected: list) -> None:
+    """Each script runs in a fresh Python in which ``import torch`` fails."""
+    out = run_py(["-c", BLOCK_TORCH + script], armed=armed).stdout
+    assert json.loads(out) == expected
 
 
 @pytest.mark.timeout(300)
