@@ -65,23 +65,32 @@ _UPDATES = st.lists(
 )
 
 
+def _tree_shapes(capacity: int, fanout: int, top: int) -> dict:
+    """Strategies for a tree's ``capacity``, ``fanout`` and ``top`` (up to the bounds
+    given) and for its ``updates``."""
+    return {
+        "capacity": st.integers(1, capacity),
+        "fanout": st.integers(2, fanout),
+        "top": st.integers(1, top),
+        "updates": _UPDATES,
+    }
+
+
+def _deduplicated(updates, capacity):
+    """Each batch of ``updates`` as ``(index, value)`` tensors with one value per index
+    (the last one wins), so a reference is defined."""
+    for batch in updates:
+        index, first = _unique_last(torch.tensor([i % capacity for i, _ in batch]))
+        yield index, torch.tensor([v for _, v in batch], dtype=torch.float64)[first]
+
+
 @settings(max_examples=30, deadline=None)
-@given(
-    capacity=st.integers(1, 300),
-    fanout=st.integers(2, 8),
-    top=st.integers(1, 16),
-    updates=_UPDATES,
-)
+@given(**_tree_shapes(capacity=300, fanout=8, top=16))
 def test_tree_matches_brute_force_cumsum(capacity, fanout, top, updates):
     tree = PriorityTree(capacity, fanout=fanout, top_size=top)
     ref = torch.zeros(capacity, dtype=torch.float64)
     written = torch.zeros(capacity, dtype=torch.bool)
-    for batch in updates:
-        index = torch.tensor([i % capacity for i, _ in batch])
-        value = torch.tensor([v for _, v in batch], dtype=torch.float64)
-        # duplicates: keep one value per index so the reference is defined
-        index, first = _unique_last(index)
-        value = value[first]
+    for index, value in _deduplicated(updates, capacity):
         tree.update(index, value)
         ref[index] = value
         written[index] = True
@@ -98,18 +107,11 @@ def test_tree_matches_brute_force_cumsum(capacity, fanout, top, updates):
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    capacity=st.integers(1, 700),
-    fanout=st.integers(2, 9),
-    top=st.integers(1, 70),
-    updates=_UPDATES,
-)
+@given(**_tree_shapes(capacity=700, fanout=9, top=70))
 def test_numba_tree_equals_the_torch_tree(capacity, fanout, top, updates):
     ref = PriorityTree(capacity)
     tree = NumbaPriorityTree(capacity, fanout=fanout, top_size=top)
-    for batch in updates:  # the last value of a duplicated index wins in both trees
-        index, first = _unique_last(torch.tensor([i % capacity for i, _ in batch]))
-        value = torch.tensor([v for _, v in batch], dtype=torch.float64)[first]
+    for index, value in _deduplicated(updates, capacity):
         ref.update(index, value)
         tree.update(index, value)
     assert torch.equal(tree.leaves, ref.leaves)
