@@ -15,9 +15,9 @@ run:
 * a restore of the first checkpoint into freshly built objects: its time over the same
   file write, and over the copying restore of the same checkpoint (the fallback where
   chunks cannot be mapped: each chunk copied into the storage's files with
-  ``copy_file_range``). A memmap storage's chunks are mapped, not copied
-  (``rl_replay._mapped``); the priority tree is built in memory from its saved leaves,
-  the part of a restore that grows with the buffer;
+  ``copy_file_range``; ``RL_REPLAY_LAZY_RESTORE=0`` turns mapping off). A memmap
+  storage's chunks are mapped, not copied; the priority tree is built in memory from its
+  saved leaves, the part of a restore that grows with the buffer;
 * a restore of the checkpoint the small save wrote (its tree a base plus one delta): its
   time over the first restore's;
 * the first write after a restore, a batch of 1,000 rows into a chunk that still maps the
@@ -25,7 +25,9 @@ run:
   over the next batch's, written to the same chunk, now the storage's own;
 * the storage alone (a uniform buffer, no tree): restoring 1M rows over the first restore
   (with the tree) and over the copying restore, and restoring 4M rows over 1M rows (a
-  mapped restore costs a few system calls a chunk: 4 times the chunks).
+  mapped restore costs a few system calls a chunk: 4 times the chunks), and the storage's
+  save after the same 1,000 new rows at 4M rows over 1M rows (the same change in a buffer 4
+  times the size: a ratio near 1 is a save that grows with the change, not the buffer).
 
 The priority tree is saved as a base file of its leaves (16 bytes a row: sums and minima)
 plus one delta per save of the leaves that changed (24 bytes each), a new base once the
@@ -50,8 +52,6 @@ from pathlib import Path
 import torch
 from rl_collectors import load_checkpoint, save_checkpoint
 from rl_replay import LazyMemmapStorage, ReplayBuffer, TensorDictPrioritizedReplayBuffer
-from rl_replay import _memmap as memmap_module
-from rl_replay._snapshot import CHUNK_ROWS
 from tensordict import TensorDict
 
 ROWS = 1_000_000
@@ -97,20 +97,21 @@ def _row(figure: str, value: float, unit: str, limit: float, ratio: float) -> di
 
 
 def _copying(fn) -> float:
-    """``fn``'s time with lazy restores off: memmap chunks copied (the fallback's cost)."""
-    lazy = memmap_module.supported
-    memmap_module.supported = lambda: "the benchmark times the copying restore"
+    """``fn``'s time with lazy restores off (``RL_REPLAY_LAZY_RESTORE=0``): memmap chunks
+    copied, the fallback's cost."""
+    os.environ["RL_REPLAY_LAZY_RESTORE"] = "0"
     logging.disable(logging.WARNING)  # its log line, once per restore
     try:
         return _timed(fn)
     finally:
-        memmap_module.supported = lazy
+        del os.environ["RL_REPLAY_LAZY_RESTORE"]
         logging.disable(logging.NOTSET)
 
 
-def _storage_restores(folder: Path, rows: int, copied: bool = False) -> tuple[float, float]:
-    """Restore times of a uniform buffer of ``rows`` memmap rows (no tree): the storage
-    alone, mapped and (when ``copied``) copied."""
+def _storage_restores(folder: Path, rows: int, copied: bool = False) -> dict[str, float]:
+    """A uniform buffer of ``rows`` memmap rows (no tree), the storage alone: the dump after
+    ``BATCH`` new rows (into a folder holding the previous dump), and the restore, mapped
+    and (when ``copied``) copied."""
 
     def make(name: str) -> ReplayBuffer:
         return ReplayBuffer(storage=LazyMemmapStorage(rows, scratch_dir=folder / name))
@@ -119,6 +120,8 @@ def _storage_restores(folder: Path, rows: int, copied: bool = False) -> tuple[fl
     for start in range(0, rows, 100_000):
         rb.extend(_rows(min(100_000, rows - start), start))
     rb.dumps(folder / "ckpt")
+    rb.extend(_rows(BATCH, 10**7))
+    small_save = _timed(lambda: rb.dumps(folder / "ckpt"))
     rb.storage.cleanup()
     times = []
     for name, timer in [("mapped", _timed), ("copied", _copying)][: 1 + copied]:
@@ -130,7 +133,7 @@ def _storage_restores(folder: Path, rows: int, copied: bool = False) -> tuple[fl
             fresh.storage.cleanup()
         times.append(statistics.median(runs))
     shutil.rmtree(folder, ignore_errors=True)
-    return times[0], times[-1]
+    return {"save": small_save, "restore": times[0], "restore_copy": times[-1]}
 
 
 def _first_writes(rb) -> tuple[float, float]:
@@ -153,6 +156,7 @@ def _restores(ckpt: Path, folder: Path) -> dict:
         fresh = _run(folder / f"fresh-{i}")
         restore = _timed(lambda fresh=fresh: load_checkpoint(ckpt, **fresh))
         times.setdefault("restore", []).append(restore)
+        times["chunks"] = [fresh["buffer"].storage.borrowed_chunks]  # all mapped, none owned
         first, owned = _first_writes(fresh["buffer"])
         times.setdefault("write_borrowed", []).append(first)
         times.setdefault("write_owned", []).append(owned)
@@ -183,8 +187,11 @@ def _measure(folder: Path) -> dict:
     assert len(fresh["buffer"]) == ROWS
     fresh["buffer"].storage.cleanup()
     rb.storage.cleanup()
-    t["storage"], t["storage_copy"] = _storage_restores(folder / "storage-1x", ROWS, copied=True)
-    t["storage4"] = _storage_restores(folder / "storage-4x", 4 * ROWS)[0]
+    one = _storage_restores(folder / "storage-1x", ROWS, copied=True)
+    four = _storage_restores(folder / "storage-4x", 4 * ROWS)
+    t["storage"], t["storage_copy"], t["storage4"] = one["restore"], one["restore_copy"], four[
+        "restore"]
+    t["storage_save"], t["storage4_save"] = one["save"], four["save"]
     return t
 
 
@@ -194,8 +201,8 @@ def run() -> list[dict]:
         t = _measure(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    chunks = -(-ROWS // CHUNK_ROWS)
-    touched = 2 if (ROWS % CHUNK_ROWS) + BATCH > CHUNK_ROWS else 1  # the batch's chunks, at most
+    chunks = int(t["chunks"])  # chunks of the 1M rows (a restore borrows each)
+    touched = 1  # the buffer is full: the batch wraps to rows 0-999, all in chunk 0
     return [
         _row("first save, 1M memmap rows + run: ours/synced write of the rows' bytes", t["first"],
              "s", t["copy"], t["first"] / t["copy"]),
@@ -218,6 +225,9 @@ def run() -> list[dict]:
              "s", t["storage_copy"], t["storage"] / t["storage_copy"]),
         _row("restore of the storage alone, 4M rows: ours/1M rows (4x the chunks)",
              t["storage4"], "s", t["storage"], t["storage4"] / t["storage"]),
+        _row(f"save of the storage alone after {BATCH:,} new rows, 4M rows: ours/1M rows (same "
+             "change, 4x the buffer)", t["storage4_save"], "s", t["storage_save"],
+             t["storage4_save"] / t["storage_save"]),
     ]  # fmt: skip
 
 

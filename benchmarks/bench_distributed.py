@@ -91,7 +91,7 @@ def bench_multi_sync() -> tuple[float, float]:
 def bench_ray() -> tuple[float, float, float]:
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     import ray
-    from rl_collectors._ray import RayCollector
+    from rl_collectors import RayCollector
 
     start = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -22,8 +22,7 @@ import time
 from typing import Any
 
 import torch
-from rl_envs import Categorical, Composite, EnvBase, Unbounded
-from rl_envs._batched import ParallelEnv, SerialEnv
+from rl_envs import Categorical, Composite, EnvBase, ParallelEnv, SerialEnv, Unbounded
 from tensordict import TensorDictBase
 
 STEP_CPU_S = 0.0005

@@ -14,7 +14,7 @@ import statistics
 import time
 
 import torch
-from rl_recurrent._rssm import RSSMPosterior, RSSMPrior, RSSMRollout
+from rl_recurrent import RSSMPosterior, RSSMPrior, RSSMRollout
 from tensordict import TensorDict
 
 B, T = 16, 64

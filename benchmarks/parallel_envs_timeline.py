@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_parallel_envs as bench  # noqa: E402  (the workers import BusyEnv from it)
-from rl_envs._batched import ParallelEnv  # noqa: E402
+from rl_envs import ParallelEnv  # noqa: E402
 
 STEPS, KEEP = 1500, 1400
 LOG_DIR = Path(os.environ.get("TIMELINE_DIR", tempfile.gettempdir()))

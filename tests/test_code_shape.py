@@ -9,6 +9,7 @@ import ast
 import dataclasses
 import importlib
 import inspect
+import re
 from pathlib import Path
 
 import rl_collectors
@@ -165,3 +166,34 @@ def test_rl_collectors_line_count() -> None:
     print(f"rl-collectors source: {lines} lines (issue 24's target: <= 4200); "
           f"the driver, transports and hosts: {driver} (before: {DRIVER_LINES_BEFORE})")
     assert driver < DRIVER_LINES_BEFORE
+
+
+PRIVATE_IMPORT = re.compile(
+    r"^\s*(?:from\s+(rl_\w+)\.(_\w+)|from\s+(rl_\w+)\s+import\s+\(?\s*(_\w+)|import\s+(rl_\w+)\.(_\w+))",
+    re.MULTILINE,
+)
+"""``from rl_x._mod ...``, ``from rl_x import _mod``, ``import rl_x._mod``."""
+
+
+def private_imports(text: str) -> list[str]:
+    return [" ".join(filter(None, m.groups())) for m in PRIVATE_IMPORT.finditer(text)]
+
+
+def test_the_private_import_check_sees_what_it_must() -> None:
+    text = (
+        "from rl_replay import _memmap as m\nfrom rl_envs._batched import ParallelEnv\n"
+        "    import rl_collectors._ray\nfrom rl_envs import ParallelEnv\nimport rl_envs\n"
+    )
+    assert private_imports(text) == ["rl_replay _memmap", "rl_envs _batched", "rl_collectors _ray"]
+
+
+def test_benchmarks_examples_and_user_docs_import_public_paths_only() -> None:
+    """What users copy (the docs outside ``internals/``, the examples, the benchmarks)
+    reaches the packages through their public names."""
+    files = [*ROOT.glob("benchmarks/*.py"), *ROOT.glob("examples/*.py"),
+             *(p for p in ROOT.glob("docs/**/*.md") if "internals" not in p.parts)]
+    found = [f"{p.relative_to(ROOT)}: {hit}" for p in sorted(files)
+             for hit in private_imports(p.read_text())]
+    assert found == [], "private modules imported (use the package's public name):\n" + "\n".join(
+        found
+    )

@@ -11,8 +11,11 @@ from __future__ import annotations
 import random
 import time
 import warnings
+from functools import partial
+from typing import Any
 
 import torch
+from rl_collectors import AsyncBatchedCollector
 from rl_envs import Categorical, Composite, EnvBase, Unbounded
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
@@ -74,6 +77,15 @@ class ParityNet(torch.nn.Module):
 
 def parity_policy() -> TensorDictModule:
     return TensorDictModule(ParityNet(), in_keys=["observation"], out_keys=["action", "score"])
+
+
+def sleepy_collector(
+    sleep_s: float, episode_len: int, num_envs: int, **kwargs: Any
+) -> AsyncBatchedCollector:
+    """An ``AsyncBatchedCollector`` of ``num_envs`` ``SleepyEnv`` driven by the parity
+    policy; ``kwargs`` go to the collector."""
+    make = partial(make_sleepy, sleep_s, episode_len)
+    return AsyncBatchedCollector(make, parity_policy(), num_envs=num_envs, **kwargs)
 
 
 def warning_shown() -> bool:

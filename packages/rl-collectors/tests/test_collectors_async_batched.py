@@ -80,15 +80,8 @@ def test_layout_traj_ids_contiguous_and_complete() -> None:
 
 @pytest.mark.timeout(120)
 def test_server_never_exceeds_max_batch_size() -> None:
-    make = partial(helpers.make_sleepy, 0.001, 7)
-    with AsyncBatchedCollector(
-        make,
-        helpers.parity_policy(),
-        num_envs=6,
-        frames_per_batch=60,
-        total_frames=240,
-        max_batch_size=2,
-        server_timeout=0.005,
+    with helpers.sleepy_collector(
+        0.001, 7, 6, frames_per_batch=60, total_frames=240, max_batch_size=2, server_timeout=0.005
     ) as collector:
         frames = sum(b.numel() for b in collector)
         stats = collector.server_stats()
@@ -213,14 +206,8 @@ def test_bad_arguments_are_named() -> None:
 def test_multiprocessing_backend_layout_and_killed_worker(monkeypatch) -> None:
     monkeypatch.syspath_prepend(HERE)  # spawned workers import async_batched_helpers by name
     before = children()
-    make = partial(helpers.make_sleepy, 0.0005, 5)
-    collector = AsyncBatchedCollector(
-        make,
-        helpers.parity_policy(),
-        num_envs=2,
-        frames_per_batch=20,
-        total_frames=-1,
-        backend="multiprocessing",
+    collector = helpers.sleepy_collector(
+        0.0005, 5, 2, frames_per_batch=20, total_frames=-1, backend="multiprocessing"
     )
     pids = [p.pid for p in collector._state["pool"].processes]
     it = iter(collector)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 from rl_collectors import (
-    AsyncBatchedCollector,
     Collector,
     CollectorError,
     CollectorOptions,
@@ -71,14 +70,8 @@ def test_compile_policy_output_equals_eager() -> None:
     assert isinstance(collector._policy_actor.policy, torch._dynamo.eval_frame.OptimizedModule)
     assert collector.policy is policy  # weights and state_dict stay on the eager module
     collector.shutdown()
-    make = partial(helpers.make_sleepy, 0.0, 5)
-    with AsyncBatchedCollector(
-        make,
-        helpers.parity_policy(),
-        num_envs=2,
-        frames_per_batch=10,
-        total_frames=20,
-        compile_policy={"backend": "aot_eager"},
+    with helpers.sleepy_collector(
+        0.0, 5, 2, frames_per_batch=10, total_frames=20, compile_policy={"backend": "aot_eager"}
     ) as collector:
         for batch in collector:
             assert torch.equal(batch["action"], batch["observation"][:, 0].long() % 2)

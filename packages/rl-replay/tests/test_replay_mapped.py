@@ -224,6 +224,24 @@ def test_where_chunks_cannot_be_mapped_the_restore_copies_and_says_so(
     _drop(rb, restored)
 
 
+def test_rl_replay_lazy_restore_0_copies_and_a_bad_value_is_named(tmp_path, monkeypatch, caplog):
+    rb = _saved(tmp_path)
+    monkeypatch.setenv("RL_REPLAY_LAZY_RESTORE", "0")
+    restored = _buffer(tmp_path / "restored")
+    with caplog.at_level(logging.WARNING, logger="rl_replay._memmap"):
+        restored.loads(tmp_path / "ckpt")
+    assert "by copying its chunks: turned off by RL_REPLAY_LAZY_RESTORE=0" in caplog.text
+    assert restored.storage.borrowed_chunks == 0
+    for got, want in zip(_content(restored), _content(rb), strict=True):
+        assert torch.equal(got, want)
+    monkeypatch.setenv("RL_REPLAY_LAZY_RESTORE", "yes")
+    other = _buffer(tmp_path / "other")
+    with pytest.raises(ValueError, match="RL_REPLAY_LAZY_RESTORE: expected 0 or 1, received 'yes'"):
+        other.loads(tmp_path / "ckpt")
+    assert len(other) == 0  # refused before anything was loaded
+    _drop(rb, restored, other)
+
+
 @pytest.mark.parametrize("kind", ["tensor", "memmap"])
 def test_a_chunk_file_of_the_wrong_size_is_refused_naming_it(kind, tmp_path):
     rb = _saved(tmp_path)

@@ -58,8 +58,23 @@ def _libc() -> Any:
     return libc
 
 
+LAZY_RESTORE_VAR = "RL_REPLAY_LAZY_RESTORE"
+"""``0`` turns mapped restores off: every chunk is copied into the storage's files during
+the restore (the restore then takes the time to copy the rows, and training never waits on
+a first read of a checkpoint's page, e.g. from a network filesystem). ``1`` or unset: map."""
+
+
 def supported() -> str | None:
-    """``None`` when chunks can be mapped in place here, else why not."""
+    """``None`` when chunks can be mapped in place here, else why not.
+
+    Raises:
+        ValueError: ``RL_REPLAY_LAZY_RESTORE`` is set to something other than 0 or 1.
+    """
+    setting = os.environ.get(LAZY_RESTORE_VAR, "1").strip()
+    if setting not in ("0", "1"):
+        raise ValueError(f"{LAZY_RESTORE_VAR}: expected 0 or 1, received {setting!r}")
+    if setting == "0":
+        return f"turned off by {LAZY_RESTORE_VAR}=0"
     if not sys.platform.startswith("linux"):
         return f"mapping at a fixed address is implemented for Linux only, not {sys.platform}"
     return None
