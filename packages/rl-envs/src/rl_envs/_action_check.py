@@ -13,7 +13,20 @@ from rl_envs.exceptions import InvalidActionError
 if TYPE_CHECKING:
     from rl_envs._env import EnvBase
 
-__all__ = ["check_action"]
+__all__ = ["action_needs_check", "check_action"]
+
+
+def action_needs_check(env: EnvBase, action: Any) -> bool:
+    """Whether a fast step must run :func:`check_action` on ``action``: value checks are
+    still due, or ``action`` is not a plain tensor of the action leaf's dtype and shape."""
+    spec = env._action_leaf
+    return (
+        env.action_checks_left > 0
+        or spec is None
+        or type(action) is not torch.Tensor
+        or action.dtype != spec.dtype
+        or action.shape != spec.shape
+    )
 
 
 def check_action(env: EnvBase, action: Any) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs._action_check import action_needs_check
 from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
 from rl_envs._gym_autoreset import leaf, partial_reset_fn, transfer
@@ -190,14 +191,7 @@ class GymWrapper(EnvBase):
 
     def _action_numpy(self, action: Any) -> Any:
         """Validate ``action`` (dtype/shape always, values on the first steps) -> numpy."""
-        spec = self._action_leaf
-        if (
-            self.action_checks_left > 0
-            or spec is None
-            or type(action) is not torch.Tensor
-            or action.dtype != spec.dtype
-            or action.shape != spec.shape
-        ):
+        if action_needs_check(self, action):
             self.validate_action(action)
             if self._root_buf is None:
                 self.buffers()

@@ -17,6 +17,7 @@ import torch
 from rl_profiling import profiled
 from tensordict import TensorDictBase
 
+from rl_envs._action_check import action_needs_check
 from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
 
@@ -334,14 +335,7 @@ class TransformedEnv(EnvBase):
 
     @profiled("TransformedEnv._step")
     def fast_step(self, action: Any) -> tuple[TensorDictBase, TensorDictBase]:
-        spec = self._action_leaf
-        if (
-            self.action_checks_left > 0
-            or spec is None
-            or type(action) is not torch.Tensor
-            or action.dtype != spec.dtype
-            or action.shape != spec.shape
-        ):
+        if action_needs_check(self, action):
             self.validate_action(action)
         if self._root_buf is None:
             self._own_buffers()
