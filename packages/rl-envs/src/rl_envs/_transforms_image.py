@@ -164,13 +164,10 @@ class ToTensorImage(MapTransform):
         y = self._layout(x, key).to(self.dtype)
         return y.div_(255) if self._scale[key] else y
 
-    def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
-        if rows is not None:
-            return super()._write(key, src, dst, rows)
+    def _write_all(self, key: Any, src: torch.Tensor, dst: torch.Tensor) -> None:
         dst.copy_(self._layout(src, key))  # one pass: cast and re-layout into the leaf
         if self._scale[key]:
             dst.div_(255)
-        return None
 
 
 class Resize(MapTransform):
@@ -333,10 +330,8 @@ class GrayScale(MapTransform):
         y = (r * GRAY_WEIGHTS[0]).add_(g, alpha=GRAY_WEIGHTS[1]).add_(b, alpha=GRAY_WEIGHTS[2])
         return y.unsqueeze(-3)
 
-    def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
+    def _write_all(self, key: Any, src: torch.Tensor, dst: torch.Tensor) -> None:
         """``_map``'s arithmetic straight into the leaf (uint8: the exact kernel)."""
-        if rows is not None:
-            return super()._write(key, src, dst, rows)
         if src.dtype == torch.uint8:
             return luma_u8(src, dst)
         r, g, b = src.unbind(-3)

@@ -164,9 +164,10 @@ class MapTransform(Transform):
         """Hook: runs at the start of ``on_reset``."""
 
     def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
-        """``dst[rows] = map(src[rows])`` (every row when ``rows`` is None)."""
+        """``dst[rows] = map(src[rows])`` (every row, by :meth:`_write_all`, when ``rows`` is
+        None)."""
         if rows is None:
-            dst.copy_(self._map(src, key))
+            self._write_all(key, src, dst)
             return
         nb = rows.ndim
         idx = rows.reshape(-1).nonzero().squeeze(-1)
@@ -178,6 +179,11 @@ class MapTransform(Transform):
         else:
             idx = idx.to(dst.device)
             flat_dst.index_copy_(0, idx, self._map(flat_src.index_select(0, idx), key))
+
+    def _write_all(self, key: Any, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """``dst = map(src)`` over every row; override to write the map's arithmetic
+        straight into the leaf."""
+        dst.copy_(self._map(src, key))
 
     def on_reset(self, mask: torch.Tensor | None) -> None:
         self._observe_reset(mask)

@@ -111,13 +111,10 @@ class ClipTransform(MapTransform):
         low, high = self._bounds[key]
         return torch.maximum(torch.minimum(x, high.to(x.device)), low.to(x.device))
 
-    def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
-        if rows is not None:
-            return super()._write(key, src, dst, rows)
+    def _write_all(self, key: Any, src: torch.Tensor, dst: torch.Tensor) -> None:
         low, high = self._bounds[key]
         torch.minimum(src, high, out=dst)
         torch.maximum(dst, low, out=dst)
-        return None
 
     def transform_action_spec(self, spec: Composite) -> Composite:
         for key in self.in_keys_inv:
@@ -208,11 +205,8 @@ class SignTransform(MapTransform):
     def _map(self, x: torch.Tensor, key: Any) -> torch.Tensor:
         return torch.sign(x)
 
-    def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
-        if rows is not None:
-            return super()._write(key, src, dst, rows)
+    def _write_all(self, key: Any, src: torch.Tensor, dst: torch.Tensor) -> None:
         torch.sign(src, out=dst)
-        return None
 
 
 class RewardScaling(MapTransform):
@@ -273,10 +267,7 @@ class RewardScaling(MapTransform):
         loc, scale = self._affine[key]
         return x * scale.to(x.device) + loc.to(x.device)
 
-    def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
-        if rows is not None:
-            return super()._write(key, src, dst, rows)
+    def _write_all(self, key: Any, src: torch.Tensor, dst: torch.Tensor) -> None:
         loc, scale = self._affine[key]
         torch.mul(src, scale, out=dst)
         dst.add_(loc)
-        return None

@@ -220,13 +220,10 @@ class VecNorm(MapTransform):
         mean, std = self._cur[key]
         return (x - mean) / std
 
-    def _write(self, key: Any, src: torch.Tensor, dst: torch.Tensor, rows: Any) -> None:
-        if rows is not None:
-            return super()._write(key, src, dst, rows)
+    def _write_all(self, key: Any, src: torch.Tensor, dst: torch.Tensor) -> None:
         mean, std = self._cur[key]
         torch.sub(src, mean, out=dst)
         dst.div_(std)
-        return None
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle the configuration and the (shared) statistics, not the env binding."""
