@@ -6,7 +6,7 @@ import torch
 
 from rl_objectives.exceptions import ShapeMismatchError, TimeDimError
 
-__all__ = ["as_bool", "check_time_dim", "check_same_shape", "coefficient"]
+__all__ = ["as_bool", "check_inputs", "check_time_dim", "check_same_shape", "coefficient"]
 
 
 def check_time_dim(time_dim: int, ndim: int) -> int:
@@ -56,3 +56,34 @@ def coefficient(
             f"got shape {tuple(value.shape)}"
         )
     return value.to(like.dtype)
+
+
+def check_inputs(
+    gamma: float | torch.Tensor,
+    lmbda: float | torch.Tensor | None,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None,
+    time_dim: int,
+    **values: torch.Tensor,
+) -> tuple:
+    """The checks every estimator starts with, in one order (so one set of messages).
+
+    ``values`` (keyword order kept in the messages), ``done`` and ``terminated`` must be
+    shaped like ``reward``; ``time_dim`` must index its dims; ``gamma`` and ``lmbda``
+    (``None``: the estimator has none) must broadcast to it.
+
+    Returns:
+        ``(gamma, lmbda, done, terminated, time_dim)``: the coefficients as floats or
+        tensors of ``reward``'s dtype, the flags as bool (``terminated`` is ``done`` when
+        ``None``), ``time_dim`` non-negative.
+    """
+    check_same_shape(
+        "reward", {"reward": reward, **values, "done": done, "terminated": terminated}
+    )
+    time_dim = check_time_dim(time_dim, reward.ndim)
+    done = as_bool(done)
+    terminated = done if terminated is None else as_bool(terminated)
+    gamma = coefficient("gamma", gamma, reward)
+    lmbda = None if lmbda is None else coefficient("lmbda", lmbda, reward)
+    return gamma, lmbda, done, terminated, time_dim

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from rl_objectives.value import _kernels
-from rl_objectives.value._checks import as_bool, check_same_shape, check_time_dim, coefficient
+from rl_objectives.value._checks import check_inputs
 from rl_objectives.value._scan import needs_graph, reverse_linear_scan, scan_time_major_
 from rl_objectives.value._time_major import (
     from_time_major,
@@ -16,25 +16,6 @@ from rl_objectives.value._time_major import (
 )
 
 __all__ = ["generalized_advantage_estimate", "vec_generalized_advantage_estimate"]
-
-
-def _prepare(gamma, lmbda, state_value, next_state_value, reward, done, terminated, time_dim):
-    check_same_shape(
-        "reward",
-        {
-            "reward": reward,
-            "state_value": state_value,
-            "next_state_value": next_state_value,
-            "done": done,
-            "terminated": terminated,
-        },
-    )
-    time_dim = check_time_dim(time_dim, reward.ndim)
-    done = as_bool(done)
-    terminated = done if terminated is None else as_bool(terminated)
-    gamma = coefficient("gamma", gamma, reward)
-    lmbda = coefficient("lmbda", lmbda, reward)
-    return gamma, lmbda, done, terminated, time_dim
 
 
 def _td_error(gamma, state_value, next_state_value, reward, terminated):
@@ -126,9 +107,10 @@ def generalized_advantage_estimate(
         >>> adv.squeeze(-1)
         tensor([1.7500, 1.5000, 1.0000])
     """
-    gamma, lmbda, done, terminated, time_dim = _prepare(
-        gamma, lmbda, state_value, next_state_value, reward, done, terminated, time_dim
-    )
+    gamma, lmbda, done, terminated, time_dim = check_inputs(
+        gamma, lmbda, reward, done, terminated, time_dim,
+        state_value=state_value, next_state_value=next_state_value,
+    )  # fmt: skip
     delta = _td_error(gamma, state_value, next_state_value, reward, terminated)
     discount = (~done).to(reward.dtype) * (gamma * lmbda)
     discount = discount.expand_as(reward)
@@ -187,9 +169,10 @@ def vec_generalized_advantage_estimate(
         >>> adv.squeeze(-1)
         tensor([1.5000, 1.0000, 1.0000])
     """
-    gamma, lmbda, done, terminated, time_dim = _prepare(
-        gamma, lmbda, state_value, next_state_value, reward, done, terminated, time_dim
-    )
+    gamma, lmbda, done, terminated, time_dim = check_inputs(
+        gamma, lmbda, reward, done, terminated, time_dim,
+        state_value=state_value, next_state_value=next_state_value,
+    )  # fmt: skip
     if reward.numel() and not needs_graph(state_value, next_state_value, reward, gamma, lmbda):
         if _kernels.usable(gamma, lmbda, state_value, next_state_value, reward):
             return _kernels.gae_kernel(gamma, lmbda, state_value, next_state_value, reward,

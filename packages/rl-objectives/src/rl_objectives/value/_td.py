@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from rl_objectives.value import _kernels
-from rl_objectives.value._checks import as_bool, check_same_shape, check_time_dim, coefficient
+from rl_objectives.value._checks import as_bool, check_inputs, check_same_shape, coefficient
 from rl_objectives.value._scan import needs_graph, reverse_linear_scan, scan_time_major_
 from rl_objectives.value._time_major import (
     from_time_major,
@@ -39,20 +39,6 @@ __all__ = [
 ]
 
 
-def _checked(gamma, lmbda, next_state_value, reward, done, terminated, time_dim):
-    check_same_shape(
-        "reward",
-        {"reward": reward, "next_state_value": next_state_value, "done": done,
-         "terminated": terminated},
-    )
-    time_dim = check_time_dim(time_dim, reward.ndim)
-    done = as_bool(done)
-    terminated = done if terminated is None else as_bool(terminated)
-    gamma = coefficient("gamma", gamma, reward)
-    lmbda = coefficient("lmbda", lmbda, reward)
-    return gamma, lmbda, done, terminated, time_dim
-
-
 def _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated, time_dim):
     """Checks, then ``(a_t, b_t)`` of the lambda-return recurrence, term by term.
 
@@ -60,8 +46,8 @@ def _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated, time
     ``torch.compile`` or with autograd); :func:`_td_lambda_time_major` builds the same
     terms for the in-place scan.
     """
-    gamma, lmbda, done, terminated, time_dim = _checked(
-        gamma, lmbda, next_state_value, reward, done, terminated, time_dim
+    gamma, lmbda, done, terminated, time_dim = check_inputs(
+        gamma, lmbda, reward, done, terminated, time_dim, next_state_value=next_state_value
     )
     cut = done.clone()
     if cut.shape[time_dim]:
@@ -221,8 +207,8 @@ def vec_td_lambda_return_estimate(
         >>> vec_td_lambda_return_estimate(0.5, 1.0, v, r, d).squeeze(-1)
         tensor([1.7500, 1.5000, 1.0000])
     """
-    gamma, lmbda, done, terminated, time_dim = _checked(
-        gamma, lmbda, next_state_value, reward, done, terminated, time_dim
+    gamma, lmbda, done, terminated, time_dim = check_inputs(
+        gamma, lmbda, reward, done, terminated, time_dim, next_state_value=next_state_value
     )
     if reward.numel() and not needs_graph(next_state_value, reward, gamma, lmbda):
         if _kernels.usable(gamma, lmbda, next_state_value, reward):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rl_objectives.value._checks import as_bool, check_same_shape, check_time_dim, coefficient
+from rl_objectives.value._checks import check_inputs
 from rl_objectives.value._scan import reverse_linear_scan
 
 __all__ = ["vtrace_advantage_estimate"]
@@ -61,15 +61,10 @@ def vtrace_advantage_estimate(
         >>> vs.squeeze(-1)
         tensor([1.5000, 1.0000])
     """
-    check_same_shape(
-        "reward",
-        {"reward": reward, "log_pi": log_pi, "log_mu": log_mu, "state_value": state_value,
-         "next_state_value": next_state_value, "done": done, "terminated": terminated},
-    )
-    time_dim = check_time_dim(time_dim, reward.ndim)
-    done = as_bool(done)
-    terminated = done if terminated is None else as_bool(terminated)
-    gamma = coefficient("gamma", gamma, reward)
+    gamma, _, done, terminated, time_dim = check_inputs(
+        gamma, None, reward, done, terminated, time_dim,
+        log_pi=log_pi, log_mu=log_mu, state_value=state_value, next_state_value=next_state_value,
+    )  # fmt: skip
     ratio = (log_pi - log_mu).detach().exp()
     rho = ratio.clamp_max(rho_thresh)
     discount = (~terminated).to(reward.dtype) * gamma
