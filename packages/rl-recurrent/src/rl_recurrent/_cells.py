@@ -41,7 +41,17 @@ def tanh(x: Tensor, inplace: bool = False) -> Tensor:
     return doubled.sigmoid_().mul_(2).sub_(1)
 
 
-class LSTMCellMath:
+class _CellMath:
+    """What the two cells share: :meth:`recompute` replays a subclass's ``forward``."""
+
+    @classmethod
+    def recompute(cls, xp, w_hh, b_hh, keep, states, outs, saved):
+        """Replay the forward of a chunk into ``saved`` (used by ``recompute="full"``)."""
+        scratch = tuple(torch.empty_like(o) for o in outs)
+        cls.forward(xp, w_hh, b_hh, keep, states, scratch, saved)
+
+
+class LSTMCellMath(_CellMath):
     """LSTM: ``c_t = f*c' + i*g``, ``h_t = o*tanh(c_t)`` with ``c' = keep_t * c_{t-1}``."""
 
     n_states = 2
@@ -96,14 +106,8 @@ class LSTMCellMath:
             dh = linear(d_pre[k], w_t).mul_(keep[k])
         return dh, dc
 
-    @staticmethod
-    def recompute(xp, w_hh, b_hh, keep, states, outs, saved):
-        """Replay the forward of a chunk into ``saved`` (used by ``recompute="full"``)."""
-        scratch = tuple(torch.empty_like(o) for o in outs)
-        LSTMCellMath.forward(xp, w_hh, b_hh, keep, states, scratch, saved)
 
-
-class GRUCellMath:
+class GRUCellMath(_CellMath):
     """GRU: ``n = tanh(x_n + r*(W_hn h' + b_hn))``, ``h_t = (1-z)*n + z*h'``."""
 
     n_states = 1
@@ -148,12 +152,6 @@ class GRUCellMath:
             d_hidden = torch.cat([d_pre[k][:, : 2 * hsz], dnh], 1)
             dh = addlinear(dh * z, d_hidden, w_t) * keep[k]
         return (dh,)
-
-    @staticmethod
-    def recompute(xp, w_hh, b_hh, keep, states, outs, saved):
-        """Replay the forward of a chunk into ``saved`` (used by ``recompute="full"``)."""
-        scratch = tuple(torch.empty_like(o) for o in outs)
-        GRUCellMath.forward(xp, w_hh, b_hh, keep, states, scratch, saved)
 
 
 def pre_gradients(cell: type, d_pre: Tensor) -> tuple[Tensor, Tensor]:
