@@ -74,6 +74,55 @@ def test_gae_module_runs_critic_and_matches_functional():
     assert not td["advantage"].requires_grad
 
 
+def _chained_rollout(b=3, t=20, seed=1):
+    """A rollout as a collector writes it: ``("next", "observation")`` at ``t`` is the root
+    observation at ``t + 1``, except after a done (the final observation, then a reset)."""
+    g = torch.Generator().manual_seed(seed)
+    done = torch.rand(b, t, 1, generator=g) < 0.15
+    obs = torch.randn(b, t + 1, 3, generator=g)
+    nxt = obs[:, 1:].clone()
+    nxt[done.squeeze(-1)] = torch.randn(int(done.sum()), 3, generator=g)  # final observations
+    return TensorDict({
+        "observation": obs[:, :-1],
+        "next": {"observation": nxt, "reward": torch.randn(b, t, 1, generator=g),
+                 "done": done, "terminated": done & (torch.rand(b, t, 1, generator=g) < 0.5)},
+    }, [b, t])  # fmt: skip
+
+
+@pytest.mark.parametrize("time_dim", [None, 0])
+def test_shifted_gae_equals_two_critic_passes_and_runs_the_critic_on_fewer_rows(time_dim):
+    torch.manual_seed(0)
+    critic = _critic()
+    rows = []
+    critic.module.register_forward_hook(lambda m, a, o: rows.append(a[0].shape[:-1].numel()))
+    td = _chained_rollout()
+    if time_dim == 0:  # time first: [T, B]
+        td = td.transpose(0, 1).contiguous()
+    out = {}
+    for shifted in (False, True):
+        rows.clear()
+        gae = GAE(gamma=0.97, lmbda=0.9, value_network=critic, shifted=shifted, time_dim=time_dim)
+        out[shifted] = (gae(td.clone()), sum(rows))
+    (plain, plain_rows), (shift, shift_rows) = out[False], out[True]
+    for key in ("advantage", "value_target", ("next", "state_value")):
+        torch.testing.assert_close(shift[key], plain[key], rtol=0, atol=1e-6)
+    dones, envs = int(td["next", "done"].sum()), 3
+    assert plain_rows == 2 * td.numel()
+    time = 1 if time_dim is None else time_dim
+    last_done = int(td["next", "done"].select(time, -1).sum())  # counted once
+    assert shift_rows == td.numel() + envs + dones - last_done
+
+
+def test_shifted_gae_with_unchained_inputs_computes_every_next_value():
+    critic = _critic()
+    td = _rollout()  # next observations unrelated to the following root rows
+    plain = GAE(gamma=0.9, lmbda=0.8, value_network=critic)(td.clone())
+    shifted = GAE(gamma=0.9, lmbda=0.8, value_network=critic, shifted=True)(td.clone())
+    torch.testing.assert_close(shifted["advantage"], plain["advantage"], rtol=0, atol=1e-6)
+    with pytest.raises(TypeError, match="shifted: expected a bool, received 'yes'"):
+        GAE(gamma=0.9, lmbda=0.8, value_network=critic, shifted="yes")
+
+
 def test_set_keys_renames_and_missing_keys_are_named():
     td = _rollout()
     td.rename_key_(("next", "reward"), ("next", "rew"))

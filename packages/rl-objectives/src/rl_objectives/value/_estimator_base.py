@@ -45,9 +45,17 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
         skip_existing: do not re-run the critic where ``state_value`` is present.
         time_dim: the batch dim of the TensorDict that is time; the last one when
             ``None``.
+        shifted: TorchRL's option, exact here: run the critic on the root only, and on
+            ``"next"`` only where the next step's inputs are not the following root row's
+            (the last step, and the steps after which a sub-env was reset); every other
+            ``V(s_{t+1})`` is the following row's ``V(s_t)``. About half the critic's work
+            on rollouts; for critics that map each step on its own (not a recurrent
+            critic run over the time dim). ``"next"`` then gets only the value key, not
+            the critic's other outputs.
 
     Raises:
-        TypeError: ``value_network`` is not a TensorDict module.
+        TypeError: ``value_network`` is not a TensorDict module, or ``shifted`` is not a
+            bool.
         ValueError: ``gamma`` is not a float or a tensor.
     """
 
@@ -79,6 +87,7 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
         differentiable: bool = False,
         skip_existing: bool = False,
         time_dim: int | None = None,
+        shifted: bool = False,
         **torchrl_only: Any,
     ) -> None:
         super().__init__()
@@ -96,8 +105,11 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
                 "value_network must be a tensordict.nn module (in_keys/out_keys), got "
                 f"{type(value_network).__name__}"
             )
+        if not isinstance(shifted, bool):
+            raise TypeError(f"shifted: expected a bool, received {shifted!r}")
         self.gamma = float(gamma) if not isinstance(gamma, torch.Tensor) else gamma
         self.value_network = value_network
+        self.shifted = shifted
         self.differentiable = differentiable
         self.skip_existing = skip_existing
         self.time_dim = time_dim
@@ -106,9 +118,45 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
     def _run_critic(self, tensordict: TensorDictBase) -> None:
         key = self.tensor_keys.value
         with torch.set_grad_enabled(self.differentiable and torch.is_grad_enabled()):
-            for sub in (tensordict, tensordict.get(_keys.NEXT)):
-                if not (self.skip_existing and key in sub.keys(include_nested=True)):
+            subs = (tensordict, tensordict.get(_keys.NEXT))
+            todo = [not (self.skip_existing and key in sub.keys(include_nested=True))
+                    for sub in subs]
+            if self.shifted and all(todo):
+                self.value_network(tensordict)
+                self._shifted_next_values(tensordict)
+                return
+            for sub, run in zip(subs, todo, strict=True):
+                if run:
                     self.value_network(sub)
+
+    def _shifted_next_values(self, tensordict: TensorDictBase) -> None:
+        """``("next", value)`` from the root values where the next inputs are the
+        following root row's; the critic runs on the other rows only."""
+        key, nxt = self.tensor_keys.value, tensordict.get(_keys.NEXT)
+        time_dim, dims = self._time_dim(tensordict), tensordict.batch_dims
+        steps = tensordict.batch_size[time_dim]
+        value = tensordict.get(key)
+        same = torch.ones(tensordict.batch_size, dtype=torch.bool, device=value.device)
+        same.narrow(time_dim, steps - 1, 1).fill_(False)  # the last step has no following row
+        for in_key in self.value_network.in_keys:
+            ahead = nxt.get(in_key, None)
+            if ahead is None:  # an input the critic finds only at the root: no shift to use
+                self.value_network(nxt)
+                return
+            equal = ahead.narrow(time_dim, 0, steps - 1) == tensordict.get(in_key).narrow(
+                time_dim, 1, steps - 1)
+            if equal.ndim > dims:  # every element of the step's input
+                equal = equal.flatten(dims).all(-1)
+            same.narrow(time_dim, 0, steps - 1).logical_and_(equal.to(same.device))
+        following = torch.cat([value.narrow(time_dim, 1, steps - 1),
+                               value.narrow(time_dim, steps - 1, 1)], dim=time_dim)
+        rest = ~same
+        computed = self.value_network(
+            nxt.select(*self.value_network.in_keys)[rest]
+        ).get(key)
+        next_value = following.clone()
+        next_value[rest] = computed.to(next_value.dtype)
+        nxt.set(key, next_value)
 
     def _inputs(self, tensordict: TensorDictBase) -> dict[str, torch.Tensor]:
         owner = type(self).__name__

@@ -21,7 +21,7 @@ class TD0Estimator(ValueEstimatorBase):
     """One-step target ``G_t = r_t + gamma (1 - m_t) V(s_{t+1})``; ``A_t = G_t - V(s_t)``.
 
     Args: as :class:`ValueEstimatorBase` (``gamma``, ``value_network``, ``differentiable``,
-    ``skip_existing``, ``time_dim``).
+    ``skip_existing``, ``time_dim``, ``shifted``).
 
     Examples:
         >>> import torch
@@ -47,7 +47,7 @@ class TDLambdaEstimator(ValueEstimatorBase):
         gamma: discount.
         lmbda: trace decay.
         value_network: as in :class:`ValueEstimatorBase`.
-        **kwargs: ``differentiable``, ``skip_existing``, ``time_dim``.
+        **kwargs: ``differentiable``, ``skip_existing``, ``time_dim``, ``shifted``.
 
     Examples:
         >>> import torch
@@ -98,7 +98,7 @@ class TD1Estimator(TDLambdaEstimator):
     Args:
         gamma: discount.
         value_network: as in :class:`ValueEstimatorBase`.
-        **kwargs: ``differentiable``, ``skip_existing``, ``time_dim``.
+        **kwargs: ``differentiable``, ``skip_existing``, ``time_dim``, ``shifted``.
 
     Examples:
         >>> TD1Estimator(gamma=0.99).lmbda
@@ -123,7 +123,7 @@ class GAE(TDLambdaEstimator):
         lmbda: trace decay.
         value_network: the critic, run on the root and on ``"next"``; or ``None``.
         average_gae: standardise the advantage over the whole batch.
-        **kwargs: ``differentiable``, ``skip_existing``, ``time_dim``.
+        **kwargs: ``differentiable``, ``skip_existing``, ``time_dim``, ``shifted``.
 
     Examples:
         >>> import torch
