@@ -148,13 +148,11 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
             if equal.ndim > dims:  # every element of the step's input
                 equal = equal.flatten(dims).all(-1)
             same.narrow(time_dim, 0, steps - 1).logical_and_(equal.to(same.device))
-        following = torch.cat([value.narrow(time_dim, 1, steps - 1),
-                               value.narrow(time_dim, steps - 1, 1)], dim=time_dim)
+        # a new tensor: the following row's value, the last step's a placeholder
+        next_value = torch.cat([value.narrow(time_dim, 1, steps - 1),
+                                value.narrow(time_dim, steps - 1, 1)], dim=time_dim)
         rest = ~same
-        computed = self.value_network(
-            nxt.select(*self.value_network.in_keys)[rest]
-        ).get(key)
-        next_value = following.clone()
+        computed = self.value_network(nxt.select(*self.value_network.in_keys)[rest]).get(key)
         next_value[rest] = computed.to(next_value.dtype)
         nxt.set(key, next_value)
 
