@@ -6,7 +6,12 @@ import torch
 
 from rl_objectives.value import _kernels
 from rl_objectives.value._checks import check_inputs
-from rl_objectives.value._scan import needs_graph, reverse_linear_scan, scan_time_major_
+from rl_objectives.value._scan import (
+    needs_graph,
+    reverse_linear_loop,
+    reverse_linear_scan,
+    scan_time_major_,
+)
 from rl_objectives.value._time_major import (
     from_time_major,
     mask_to_time_major,
@@ -18,14 +23,20 @@ from rl_objectives.value._time_major import (
 __all__ = ["generalized_advantage_estimate", "vec_generalized_advantage_estimate"]
 
 
-def _td_error(gamma, state_value, next_state_value, reward, terminated):
-    """``delta_t = r_t + gamma_t (1 - terminated_t) V(s_{t+1}) - V(s_t)``."""
+def _terms(gamma, lmbda, state_value, next_state_value, reward, done, terminated):
+    """``(a_t, b_t)`` of the recurrence ``A_t = b_t + a_t A_{t+1}``, term by term.
+
+    ``a_t = gamma lmbda (1 - d_t)`` and the TD error
+    ``b_t = delta_t = r_t + gamma (1 - m_t) V(s_{t+1}) - V(s_t)``: the reference loop's
+    terms, and the functional scan's (under ``torch.compile`` or with autograd);
+    :func:`_gae_time_major` builds the same terms for the in-place scan.
+    """
     bootstrap = next_state_value.masked_fill(terminated, 0.0)
     if isinstance(gamma, float):
         delta = torch.add(reward, bootstrap, alpha=gamma)
     else:
         delta = torch.addcmul(reward, gamma, bootstrap)
-    return delta.sub_(state_value)
+    return (~done).to(reward.dtype) * (gamma * lmbda), delta.sub_(state_value)
 
 
 def _not(mask: torch.Tensor) -> torch.Tensor:
@@ -111,14 +122,8 @@ def generalized_advantage_estimate(
         gamma, lmbda, reward, done, terminated, time_dim,
         state_value=state_value, next_state_value=next_state_value,
     )  # fmt: skip
-    delta = _td_error(gamma, state_value, next_state_value, reward, terminated)
-    discount = (~done).to(reward.dtype) * (gamma * lmbda)
-    discount = discount.expand_as(reward)
-    advantage = torch.empty_like(delta)
-    running = torch.zeros_like(delta.select(time_dim, 0))
-    for t in range(reward.shape[time_dim] - 1, -1, -1):
-        running = delta.select(time_dim, t) + discount.select(time_dim, t) * running
-        advantage.select(time_dim, t).copy_(running)
+    a, b = _terms(gamma, lmbda, state_value, next_state_value, reward, done, terminated)
+    advantage = reverse_linear_loop(a, b, time_dim)
     return advantage, advantage + state_value
 
 
@@ -135,31 +140,15 @@ def vec_generalized_advantage_estimate(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE without a loop over time steps; equal to :func:`generalized_advantage_estimate`.
 
-    Same equations, arguments and shapes as :func:`generalized_advantage_estimate`. The
-    recurrence ``A_t = delta_t + gamma lmbda (1 - d_t) A_{t+1}`` is solved by a chunked
-    scan that only multiplies and adds (no division), so it is exact for every done
-    pattern. Eager CPU calls without autograd and with float ``gamma``/``lmbda`` run one
-    compiled pass over the data (numba, :mod:`rl_objectives.value._kernels`); other eager
-    calls without autograd run the scan in place in a time-major layout, about
-    ``2 sqrt(T)`` vectorised steps; under ``torch.compile`` or with inputs that require
-    grad it takes a functional log-depth path that traces without a graph break.
-
-    Args:
-        gamma: discount, a float or a tensor broadcastable to ``reward``.
-        lmbda: trace decay, a float or a tensor broadcastable to ``reward``.
-        state_value: ``V(s_t)``, shape ``[*B, T, *F]``.
-        next_state_value: ``V(s_{t+1})``, same shape.
-        reward: ``r_t``, same shape.
-        done: ``d_t``, same shape.
-        terminated: ``m_t``, same shape; ``done`` when ``None``.
-        time_dim: the time dimension of the tensors.
-
-    Returns:
-        ``(advantage, value_target)``, both shaped like ``reward``.
-
-    Raises:
-        ShapeMismatchError: the tensors' shapes differ.
-        TimeDimError: ``time_dim`` is out of range.
+    Same equations, arguments, shapes, returns and errors as
+    :func:`generalized_advantage_estimate`. The recurrence
+    ``A_t = delta_t + gamma lmbda (1 - d_t) A_{t+1}`` is solved by a chunked scan that only
+    multiplies and adds (no division), so it is exact for every done pattern. Eager CPU
+    calls without autograd and with float ``gamma``/``lmbda`` run one compiled pass over
+    the data (numba, :mod:`rl_objectives.value._kernels`); other eager calls without
+    autograd run the scan in place in a time-major layout, about ``2 sqrt(T)`` vectorised
+    steps; under ``torch.compile`` or with inputs that require grad it takes a functional
+    log-depth path that traces without a graph break.
 
     Examples:
         >>> import torch
@@ -179,7 +168,6 @@ def vec_generalized_advantage_estimate(
                                        done, terminated, time_dim)
         return _gae_time_major(gamma, lmbda, state_value, next_state_value, reward, done,
                                terminated, time_dim)
-    delta = _td_error(gamma, state_value, next_state_value, reward, terminated)
-    discount = (~done).to(reward.dtype) * (gamma * lmbda)
-    advantage = reverse_linear_scan(discount.expand_as(delta), delta, time_dim)
+    a, b = _terms(gamma, lmbda, state_value, next_state_value, reward, done, terminated)
+    advantage = reverse_linear_scan(a, b, time_dim)
     return advantage, advantage + state_value

@@ -43,7 +43,7 @@ from rl_objectives.value._time_major import (
     to_time_major,
 )
 
-__all__ = ["needs_graph", "reverse_linear_scan", "scan_time_major_"]
+__all__ = ["needs_graph", "reverse_linear_loop", "reverse_linear_scan", "scan_time_major_"]
 
 _CHUNK = 32
 
@@ -125,6 +125,24 @@ def _scan_rows(b: torch.Tensor, a: torch.Tensor, chunk: int) -> torch.Tensor:
         after = torch.nn.functional.pad(first[..., 1:], (0, 1)).unsqueeze(-1)
         b = b + a * after
     return b.reshape(rows, n_chunks * k)[..., :steps]
+
+
+def reverse_linear_loop(a: torch.Tensor, b: torch.Tensor, time_dim: int) -> torch.Tensor:
+    """``x_t = b_t + a_t * x_{t+1}`` with ``x_T = 0``, one time step at a time.
+
+    The sequential loop that :func:`reverse_linear_scan` equals: the reference estimators
+    (``generalized_advantage_estimate``, ``td_lambda_return_estimate``) solve with it.
+    ``a`` broadcasts to ``b``; ``x`` has the shape and dtype of ``b``.
+    """
+    a = a.expand_as(b)
+    x = torch.empty_like(b)
+    if not b.shape[time_dim]:
+        return x
+    running = torch.zeros_like(b.select(time_dim, 0))
+    for t in range(b.shape[time_dim] - 1, -1, -1):
+        running = b.select(time_dim, t) + a.select(time_dim, t) * running
+        x.select(time_dim, t).copy_(running)
+    return x
 
 
 def reverse_linear_scan(

@@ -17,7 +17,12 @@ import torch
 
 from rl_objectives.value import _kernels
 from rl_objectives.value._checks import as_bool, check_inputs, check_same_shape, coefficient
-from rl_objectives.value._scan import needs_graph, reverse_linear_scan, scan_time_major_
+from rl_objectives.value._scan import (
+    needs_graph,
+    reverse_linear_loop,
+    reverse_linear_scan,
+    scan_time_major_,
+)
 from rl_objectives.value._time_major import (
     from_time_major,
     mask_to_time_major,
@@ -84,17 +89,6 @@ def _td_lambda_time_major(gamma, lmbda, next_state_value, reward, done, terminat
     a_buf = scan_buffer(b, time_dim, spare=b, slot="a")
     mask_to_time_major(keep, coef, time_dim, a_buf[:steps])
     return from_time_major(scan_time_major_(a_buf, b_buf, steps), reward, time_dim)
-
-
-def _loop(a: torch.Tensor, b: torch.Tensor, time_dim: int) -> torch.Tensor:
-    out = torch.empty_like(b)
-    if not b.shape[time_dim]:
-        return out
-    running = torch.zeros_like(b.select(time_dim, 0))
-    for t in range(b.shape[time_dim] - 1, -1, -1):
-        running = b.select(time_dim, t) + a.select(time_dim, t) * running
-        out.select(time_dim, t).copy_(running)
-    return out
 
 
 def td0_return_estimate(
@@ -174,7 +168,7 @@ def td_lambda_return_estimate(
     """
     a, b, time_dim = _lambda_terms(gamma, lmbda, next_state_value, reward, done, terminated,
                                    time_dim)
-    return _loop(a, b, time_dim)
+    return reverse_linear_loop(a, b, time_dim)
 
 
 def vec_td_lambda_return_estimate(
