@@ -186,9 +186,7 @@ class GRUModule(_TorchRNNModule):
         recurrent_matmul_precision: ``"ieee"``, ``"tf32"`` or ``"tf32x3"`` (Triton).
 
     Raises:
-        ValueError: on bad sizes, keys, backend, recompute, dtype or precision.
-        BackendUnavailableError: ``recurrent_backend="triton"`` without triton, or
-            on the CPU without ``TRITON_INTERPRET=1``.
+        ValueError, BackendUnavailableError: as for :class:`LSTMModule`.
 
     Examples:
         >>> import torch
