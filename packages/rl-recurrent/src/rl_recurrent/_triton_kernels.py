@@ -1,11 +1,14 @@
 """The Triton kernels of the ``"triton"`` backend, as plain functions until first use.
 
-Module-level code may not import triton (an optional extra), so the kernels are written
-here as ordinary functions whose annotations stay strings, and :func:`kernels` wraps them
-with ``triton.jit`` on first use, binding ``tl`` in this module for them. They call only
-``triton.language`` builtins (no ``@triton.jit`` helpers such as ``tl.sigmoid``), so they
-also run in Triton's interpreter when ``triton`` was imported before ``TRITON_INTERPRET=1``
-was set.
+Module-level code may not import triton (an optional extra), so the kernels and the block
+helpers they share are written here as ordinary functions whose annotations stay strings,
+and :func:`kernels` wraps them with ``triton.jit`` on first use, binding ``tl`` for them.
+They call only ``triton.language`` builtins and these helpers (none of triton's own
+``@triton.jit`` helpers such as ``tl.sigmoid``, which were wrapped when triton was
+imported), so they also run in Triton's interpreter when ``triton`` was imported before
+``TRITON_INTERPRET=1`` was set. Each interpreter setting wraps its own copies, whose
+global names resolve in a namespace of that setting: an interpreted kernel calls
+interpreted helpers and a compiled kernel compiled ones, in the same process.
 
 Layout (time-major, contiguous): ``xp`` ``[K, B, G]``, ``w`` = ``W_hh`` ``[G, H]``, ``keep``
 ``[K, B]``, states ``[B, H]``, per-step outputs ``[K, B, H]``, ``saved`` / ``d_pre``
@@ -18,30 +21,93 @@ of its program before it is read.
 from __future__ import annotations
 
 import functools
+import types
 from types import SimpleNamespace
 from typing import Any
 
 __all__ = ["kernels"]
 
-# ``triton.language``, bound by :func:`kernels`; the kernels below resolve it here.
+# ``triton.language``, bound by :func:`kernels`; the kernels below resolve it there.
 tl: Any = None
 
 
 @functools.lru_cache(maxsize=2)
 def kernels(interpret: bool) -> SimpleNamespace:
-    """``triton.jit``-wrap the kernels (cached per interpreter setting)."""
+    """``triton.jit``-wrap the kernels and their helpers (cached per interpreter setting)."""
     global tl
     import triton
     import triton.language
 
     tl = triton.language
     del interpret  # only the cache key: the decorator reads TRITON_INTERPRET itself
+    scope = dict(globals())  # this setting's global names: its kernels find its helpers here
+
+    def jit(fn: Any) -> Any:
+        copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__)
+        return triton.jit(functools.update_wrapper(copy, fn))
+
+    for helper in (_load_gates, _store_gates, _h_and_w, _add_gate, _add_d_w):
+        scope[helper.__name__] = jit(helper)
     return SimpleNamespace(
-        lstm_fwd=triton.jit(_lstm_fwd_kernel),
-        gru_fwd=triton.jit(_gru_fwd_kernel),
-        lstm_bwd=triton.jit(_lstm_bwd_kernel),
-        gru_bwd=triton.jit(_gru_bwd_kernel),
+        lstm_fwd=jit(_lstm_fwd_kernel),
+        gru_fwd=jit(_gru_fwd_kernel),
+        lstm_bwd=jit(_lstm_bwd_kernel),
+        gru_bwd=jit(_gru_bwd_kernel),
     )
+
+
+def _load_gates(ptr, hidden, mask):
+    """The four ``[BLOCK_B, BLOCK_H]`` gate blocks at ``ptr``, ``hidden`` apart, as float32."""
+    a = tl.load(ptr, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(ptr + hidden, mask=mask, other=0.0).to(tl.float32)
+    c = tl.load(ptr + 2 * hidden, mask=mask, other=0.0).to(tl.float32)
+    d = tl.load(ptr + 3 * hidden, mask=mask, other=0.0).to(tl.float32)
+    return a, b, c, d
+
+
+def _store_gates(ptr, a, b, c, d, hidden, mask):
+    """Store four gate blocks at ``ptr``, ``hidden`` apart (the layout of :func:`_load_gates`)."""
+    tl.store(ptr, a, mask=mask)
+    tl.store(ptr + hidden, b, mask=mask)
+    tl.store(ptr + 2 * hidden, c, mask=mask)
+    tl.store(ptr + 3 * hidden, d, mask=mask)
+
+
+def _h_and_w(hp_ptr, w_ptr, offs_b, mask_b, offs_j, mask_j, keep, k0, hidden,
+             BLOCK_K: tl.constexpr):  # fmt: skip
+    """The operands of ``gates += (h_{t-1} * keep_t) W_hh^T`` at the columns ``k0 +
+    [0, BLOCK_K)`` of ``h``: its block ``[BLOCK_B, BLOCK_K]`` (float32, reset rows zeroed),
+    and the pointers and mask of the ``W_hh^T`` block ``[BLOCK_K, BLOCK_H]`` of gate 0
+    (gate ``q`` is ``q * H * H`` further on: :func:`_add_gate`)."""
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    mask_k = offs_k < hidden
+    h_mask = mask_b[:, None] & mask_k[None, :]
+    h = tl.load(hp_ptr + offs_b[:, None] * hidden + offs_k[None, :], mask=h_mask, other=0.0)
+    w_t = w_ptr + offs_j[None, :] * hidden + offs_k[:, None]
+    return h.to(tl.float32) * keep[:, None], w_t, mask_k[:, None] & mask_j[None, :]
+
+
+def _add_gate(acc, h, w_t, w_mask, gate, hidden, PRECISION: tl.constexpr):
+    """``acc + h W_hh^T`` for the block of gate ``gate`` (operands from :func:`_h_and_w`)."""
+    w = tl.load(w_t + gate * hidden * hidden, mask=w_mask, other=0.0).to(tl.float32)
+    return tl.dot(h, w, acc, input_precision=PRECISION)
+
+
+def _add_d_w(acc, d_ptr, w_ptr, gate, mask_b, offs_j, mask_j, hidden,
+             PRECISION: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+    """``acc + d W_hh[gate]`` over all of ``H``: ``d`` is the ``[BLOCK_B, H]`` gradient at
+    ``d_ptr`` (a column of pointers, one per row) of the pre-activation of gate ``gate``,
+    whose rows of ``W_hh`` are ``gate * H`` to ``(gate + 1) * H``."""
+    for k0 in range(0, hidden, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        mask_k = offs_k < hidden
+        d = tl.load(d_ptr + offs_k[None, :], mask=mask_b[:, None] & mask_k[None, :], other=0.0)
+        w = tl.load(
+            w_ptr + (gate * hidden + offs_k[:, None]) * hidden + offs_j[None, :],
+            mask=mask_k[:, None] & mask_j[None, :], other=0.0,
+        )  # fmt: skip
+        acc = tl.dot(d.to(tl.float32), w.to(tl.float32), acc, input_precision=PRECISION)
+    return acc
 
 
 def _lstm_fwd_kernel(
@@ -53,7 +119,6 @@ def _lstm_fwd_kernel(
     """LSTM chunk: ``xp`` ``[K, B, 4H]``, ``w`` ``[4H, H]``; ``saved`` gets ``i, f, g, o``."""
     offs_b = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     mask_b = offs_b < batch
-    n_gates = 4 * hidden
     for k in range(n_steps):
         keep = tl.load(keep_ptr + k * batch + offs_b, mask=mask_b, other=0.0).to(tl.float32)
         if k == 0:
@@ -64,33 +129,18 @@ def _lstm_fwd_kernel(
             cp_ptr = c_ptr + (k - 1) * batch * hidden
         for j0 in range(0, hidden, BLOCK_H):
             offs_j = j0 + tl.arange(0, BLOCK_H)
-            mask = mask_b[:, None] & (offs_j < hidden)[None, :]
-            xrow = xp_ptr + k * batch * n_gates + offs_b[:, None] * n_gates + offs_j[None, :]
-            acc_i = tl.load(xrow, mask=mask, other=0.0).to(tl.float32)
-            acc_f = tl.load(xrow + hidden, mask=mask, other=0.0).to(tl.float32)
-            acc_g = tl.load(xrow + 2 * hidden, mask=mask, other=0.0).to(tl.float32)
-            acc_o = tl.load(xrow + 3 * hidden, mask=mask, other=0.0).to(tl.float32)
+            mask_j = offs_j < hidden
+            mask = mask_b[:, None] & mask_j[None, :]
+            gate = (k * batch + offs_b[:, None]) * 4 * hidden + offs_j[None, :]
+            acc_i, acc_f, acc_g, acc_o = _load_gates(xp_ptr + gate, hidden, mask)
             for k0 in range(0, hidden, BLOCK_K):
-                offs_k = k0 + tl.arange(0, BLOCK_K)
-                mask_k = offs_k < hidden
-                h_mask = mask_b[:, None] & mask_k[None, :]
-                h_prev = (
-                    tl.load(
-                        hp_ptr + offs_b[:, None] * hidden + offs_k[None, :], mask=h_mask, other=0.0
-                    ).to(tl.float32)
-                    * keep[:, None]
+                h_prev, w_t, w_mask = _h_and_w(
+                    hp_ptr, w_ptr, offs_b, mask_b, offs_j, mask_j, keep, k0, hidden, BLOCK_K
                 )
-                # W_hh^T block [BLOCK_K, BLOCK_H] of gate 0; gate q is q * H * H further on.
-                w_t = w_ptr + offs_j[None, :] * hidden + offs_k[:, None]
-                w_mask = mask_k[:, None] & (offs_j < hidden)[None, :]
-                w_i = tl.load(w_t, mask=w_mask, other=0.0).to(tl.float32)
-                w_f = tl.load(w_t + hidden * hidden, mask=w_mask, other=0.0).to(tl.float32)
-                w_g = tl.load(w_t + 2 * hidden * hidden, mask=w_mask, other=0.0).to(tl.float32)
-                w_o = tl.load(w_t + 3 * hidden * hidden, mask=w_mask, other=0.0).to(tl.float32)
-                acc_i = tl.dot(h_prev, w_i, acc_i, input_precision=PRECISION)
-                acc_f = tl.dot(h_prev, w_f, acc_f, input_precision=PRECISION)
-                acc_g = tl.dot(h_prev, w_g, acc_g, input_precision=PRECISION)
-                acc_o = tl.dot(h_prev, w_o, acc_o, input_precision=PRECISION)
+                acc_i = _add_gate(acc_i, h_prev, w_t, w_mask, 0, hidden, PRECISION)
+                acc_f = _add_gate(acc_f, h_prev, w_t, w_mask, 1, hidden, PRECISION)
+                acc_g = _add_gate(acc_g, h_prev, w_t, w_mask, 2, hidden, PRECISION)
+                acc_o = _add_gate(acc_o, h_prev, w_t, w_mask, 3, hidden, PRECISION)
             i = 1.0 / (1.0 + tl.exp(-acc_i))
             f = 1.0 / (1.0 + tl.exp(-acc_f))
             g = 2.0 / (1.0 + tl.exp(-2.0 * acc_g)) - 1.0
@@ -102,11 +152,7 @@ def _lstm_fwd_kernel(
             tl.store(c_ptr + k * batch * hidden + state, c, mask=mask)
             tl.store(h_ptr + k * batch * hidden + state, h, mask=mask)
             if SAVE:
-                srow = saved_ptr + k * batch * n_gates + offs_b[:, None] * n_gates + offs_j[None, :]
-                tl.store(srow, i, mask=mask)
-                tl.store(srow + hidden, f, mask=mask)
-                tl.store(srow + 2 * hidden, g, mask=mask)
-                tl.store(srow + 3 * hidden, o, mask=mask)
+                _store_gates(saved_ptr + gate, i, f, g, o, hidden, mask)
         tl.debug_barrier()
 
 
@@ -141,23 +187,12 @@ def _gru_fwd_kernel(
                 acc_z += b_z[None, :]
                 acc_n += b_n.to(tl.float32)[None, :]
             for k0 in range(0, hidden, BLOCK_K):
-                offs_k = k0 + tl.arange(0, BLOCK_K)
-                mask_k = offs_k < hidden
-                h_mask = mask_b[:, None] & mask_k[None, :]
-                h_prev = (
-                    tl.load(
-                        hp_ptr + offs_b[:, None] * hidden + offs_k[None, :], mask=h_mask, other=0.0
-                    ).to(tl.float32)
-                    * keep[:, None]
+                h_prev, w_t, w_mask = _h_and_w(
+                    hp_ptr, w_ptr, offs_b, mask_b, offs_j, mask_j, keep, k0, hidden, BLOCK_K
                 )
-                w_t = w_ptr + offs_j[None, :] * hidden + offs_k[:, None]
-                w_mask = mask_k[:, None] & mask_j[None, :]
-                w_r = tl.load(w_t, mask=w_mask, other=0.0).to(tl.float32)
-                w_z = tl.load(w_t + hidden * hidden, mask=w_mask, other=0.0).to(tl.float32)
-                w_n = tl.load(w_t + 2 * hidden * hidden, mask=w_mask, other=0.0).to(tl.float32)
-                acc_r = tl.dot(h_prev, w_r, acc_r, input_precision=PRECISION)
-                acc_z = tl.dot(h_prev, w_z, acc_z, input_precision=PRECISION)
-                acc_n = tl.dot(h_prev, w_n, acc_n, input_precision=PRECISION)
+                acc_r = _add_gate(acc_r, h_prev, w_t, w_mask, 0, hidden, PRECISION)
+                acc_z = _add_gate(acc_z, h_prev, w_t, w_mask, 1, hidden, PRECISION)
+                acc_n = _add_gate(acc_n, h_prev, w_t, w_mask, 2, hidden, PRECISION)
             r = 1.0 / (1.0 + tl.exp(-acc_r))
             z = 1.0 / (1.0 + tl.exp(-acc_z))
             x_n = tl.load(xrow + 2 * hidden, mask=mask, other=0.0).to(tl.float32)
@@ -167,10 +202,7 @@ def _gru_fwd_kernel(
             tl.store(h_ptr + k * batch * hidden + state, n + z * (h_old - n), mask=mask)
             if SAVE:
                 srow = saved_ptr + (k * batch + offs_b[:, None]) * 4 * hidden + offs_j[None, :]
-                tl.store(srow, r, mask=mask)
-                tl.store(srow + hidden, z, mask=mask)
-                tl.store(srow + 2 * hidden, n, mask=mask)
-                tl.store(srow + 3 * hidden, acc_n, mask=mask)
+                _store_gates(srow, r, z, n, acc_n, hidden, mask)
         tl.debug_barrier()
 
 
@@ -193,10 +225,7 @@ def _lstm_bwd_kernel(
             state = offs_b[:, None] * hidden + offs_j[None, :]
             at_k = k * batch * hidden + state
             gate = (k * batch + offs_b[:, None]) * 4 * hidden + offs_j[None, :]
-            i = tl.load(saved_ptr + gate, mask=mask, other=0.0).to(tl.float32)
-            f = tl.load(saved_ptr + gate + hidden, mask=mask, other=0.0).to(tl.float32)
-            g = tl.load(saved_ptr + gate + 2 * hidden, mask=mask, other=0.0).to(tl.float32)
-            o = tl.load(saved_ptr + gate + 3 * hidden, mask=mask, other=0.0).to(tl.float32)
+            i, f, g, o = _load_gates(saved_ptr + gate, hidden, mask)
             c = tl.load(c_ptr + at_k, mask=mask, other=0.0).to(tl.float32)
             tc = 2.0 / (1.0 + tl.exp(-2.0 * c)) - 1.0
             dh = tl.load(dh_out_ptr + at_k, mask=mask, other=0.0).to(tl.float32)
@@ -205,30 +234,21 @@ def _lstm_bwd_kernel(
             dc += tl.load(dc_ptr + state, mask=mask, other=0.0).to(tl.float32)
             dc += dh * o * (1.0 - tc * tc)
             c_prev = tl.load(cprev_ptr + at_k, mask=mask, other=0.0).to(tl.float32)
-            tl.store(dpre_ptr + gate, dc * g * i * (1.0 - i), mask=mask)
-            tl.store(dpre_ptr + gate + hidden, dc * c_prev * f * (1.0 - f), mask=mask)
-            tl.store(dpre_ptr + gate + 2 * hidden, dc * i * (1.0 - g * g), mask=mask)
-            tl.store(dpre_ptr + gate + 3 * hidden, dh * tc * o * (1.0 - o), mask=mask)
+            d_i = dc * g * i * (1.0 - i)
+            d_f = dc * c_prev * f * (1.0 - f)
+            d_g = dc * i * (1.0 - g * g)
+            _store_gates(dpre_ptr + gate, d_i, d_f, d_g, dh * tc * o * (1.0 - o), hidden, mask)
             tl.store(dc_ptr + state, dc * f * keep[:, None], mask=mask)
         tl.debug_barrier()
         # dh_{t-1} = (d_pre_t @ W_hh) * keep_t, over all four gates.
+        d_row = dpre_ptr + (k * batch + offs_b[:, None]) * 4 * hidden
         for j0 in range(0, hidden, BLOCK_H):
             offs_j = j0 + tl.arange(0, BLOCK_H)
             mask_j = offs_j < hidden
             acc = tl.full((BLOCK_B, BLOCK_H), 0.0, tl.float32)
             for q in tl.static_range(4):
-                for k0 in range(0, hidden, BLOCK_K):
-                    offs_k = k0 + tl.arange(0, BLOCK_K)
-                    mask_k = offs_k < hidden
-                    d_gate = dpre_ptr + (k * batch + offs_b[:, None]) * 4 * hidden + q * hidden
-                    d = tl.load(
-                        d_gate + offs_k[None, :], mask=mask_b[:, None] & mask_k[None, :], other=0.0
-                    ).to(tl.float32)
-                    w = tl.load(
-                        w_ptr + (q * hidden + offs_k[:, None]) * hidden + offs_j[None, :],
-                        mask=mask_k[:, None] & mask_j[None, :], other=0.0,
-                    ).to(tl.float32)  # fmt: skip
-                    acc = tl.dot(d, w, acc, input_precision=PRECISION)
+                acc = _add_d_w(acc, d_row + q * hidden, w_ptr, q, mask_b, offs_j, mask_j, hidden,
+                               PRECISION, BLOCK_K)  # fmt: skip
             state = offs_b[:, None] * hidden + offs_j[None, :]
             tl.store(dh_ptr + state, acc * keep[:, None], mask=mask_b[:, None] & mask_j[None, :])
         tl.debug_barrier()
@@ -251,22 +271,17 @@ def _gru_bwd_kernel(
             mask = mask_b[:, None] & (offs_j < hidden)[None, :]
             state = offs_b[:, None] * hidden + offs_j[None, :]
             gate = (k * batch + offs_b[:, None]) * 4 * hidden + offs_j[None, :]
-            r = tl.load(saved_ptr + gate, mask=mask, other=0.0).to(tl.float32)
-            z = tl.load(saved_ptr + gate + hidden, mask=mask, other=0.0).to(tl.float32)
-            n = tl.load(saved_ptr + gate + 2 * hidden, mask=mask, other=0.0).to(tl.float32)
-            hn = tl.load(saved_ptr + gate + 3 * hidden, mask=mask, other=0.0).to(tl.float32)
+            r, z, n, hn = _load_gates(saved_ptr + gate, hidden, mask)
             h_prev = tl.load(hprev_ptr + k * batch * hidden + state, mask=mask, other=0.0)
             dh = tl.load(dh_out_ptr + k * batch * hidden + state, mask=mask, other=0.0)
             dh = dh.to(tl.float32) + tl.load(dh_ptr + state, mask=mask, other=0.0).to(tl.float32)
             dnx = dh * (1.0 - z) * (1.0 - n * n)
-            tl.store(dpre_ptr + gate, dnx * hn * r * (1.0 - r), mask=mask)
             dz = dh * (h_prev.to(tl.float32) - n) * z * (1.0 - z)
-            tl.store(dpre_ptr + gate + hidden, dz, mask=mask)
-            tl.store(dpre_ptr + gate + 2 * hidden, dnx, mask=mask)
-            tl.store(dpre_ptr + gate + 3 * hidden, dnx * r, mask=mask)
+            _store_gates(dpre_ptr + gate, dnx * hn * r * (1.0 - r), dz, dnx, dnx * r, hidden, mask)
             tl.store(dh_ptr + state, dh * z, mask=mask)
         tl.debug_barrier()
         # dh_{t-1} = (dh * z + [d_r, d_z, d_n_h] @ W_hh) * keep_t.
+        d_row = dpre_ptr + (k * batch + offs_b[:, None]) * 4 * hidden
         for j0 in range(0, hidden, BLOCK_H):
             offs_j = j0 + tl.arange(0, BLOCK_H)
             mask_j = offs_j < hidden
@@ -274,18 +289,8 @@ def _gru_bwd_kernel(
             state = offs_b[:, None] * hidden + offs_j[None, :]
             acc = tl.load(dh_ptr + state, mask=mask, other=0.0).to(tl.float32)
             for q in tl.static_range(3):
-                for k0 in range(0, hidden, BLOCK_K):
-                    offs_k = k0 + tl.arange(0, BLOCK_K)
-                    mask_k = offs_k < hidden
-                    d_col = (q + q // 2) * hidden  # d_r, d_z, then d_n_h (skip d_n_x)
-                    d_gate = dpre_ptr + (k * batch + offs_b[:, None]) * 4 * hidden + d_col
-                    d = tl.load(
-                        d_gate + offs_k[None, :], mask=mask_b[:, None] & mask_k[None, :], other=0.0
-                    ).to(tl.float32)
-                    w = tl.load(
-                        w_ptr + (q * hidden + offs_k[:, None]) * hidden + offs_j[None, :],
-                        mask=mask_k[:, None] & mask_j[None, :], other=0.0,
-                    ).to(tl.float32)  # fmt: skip
-                    acc = tl.dot(d, w, acc, input_precision=PRECISION)
+                d_col = (q + q // 2) * hidden  # d_r, d_z, then d_n_h (skip d_n_x)
+                acc = _add_d_w(acc, d_row + d_col, w_ptr, q, mask_b, offs_j, mask_j, hidden,
+                               PRECISION, BLOCK_K)  # fmt: skip
             tl.store(dh_ptr + state, acc * keep[:, None], mask=mask)
         tl.debug_barrier()
