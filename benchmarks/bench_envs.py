@@ -49,7 +49,21 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import torch
-from rl_envs import CatFrames, Compose, GrayScale, GymEnv, Resize, ToTensorImage, TransformedEnv
+from rl_envs import (
+    CatFrames,
+    ClipTransform,
+    Compose,
+    DoubleToFloat,
+    GrayScale,
+    GymEnv,
+    InitTracker,
+    Resize,
+    RewardSum,
+    StepCounter,
+    ToTensorImage,
+    TransformedEnv,
+    VecNorm,
+)
 
 REPEATS = 21
 SMALL_ENVS, SMALL_STEPS = 8, 500
@@ -57,6 +71,7 @@ BIG_ENVS, BIG_STEPS = 4096, 100
 ALE_ENVS, ALE_STEPS = 8, 200
 MUJOCO_ENVS, MUJOCO_STEPS = 8, 300
 PIXEL_STEPS = 100
+HOPPER_STEPS = 1000
 PIXEL_THREADS = 1
 SLOW_REPEATS = 9  # the ALE and MuJoCo rows: each round takes about a second per side
 
@@ -139,9 +154,11 @@ def _fast_path(env: GymEnv, steps: int) -> Callable[[], tuple[float, float]]:
     return timed
 
 
-def _rows(label: str, best: dict[str, float], target: float, on: str = "rollout") -> list[dict]:
-    """The limit, the rollout and the fast path (the target is on ``on``), the rollout's
-    wall-clock ratio."""
+def _rows(
+    label: str, best: dict[str, float], target: float | None, on: str = "rollout"
+) -> list[dict]:
+    """The limit, the rollout and the fast path (the target, if any, is on ``on``), the
+    rollout's wall-clock ratio."""
     limit = best["plain"]
     rows = [
         {
@@ -156,7 +173,8 @@ def _rows(label: str, best: dict[str, float], target: float, on: str = "rollout"
         "rollout": f"{label}: GymEnv.rollout / limit",
         "fast": f"{label}: GymEnv.fast_step loop / limit",
     }
-    names[on] += f" (target >= {target})"
+    if target is not None:
+        names[on] += f" (target >= {target})"
     for key, figure in names.items():
         rows.append(
             {
@@ -260,24 +278,23 @@ def _pixel_pipeline() -> Compose:
     return Compose(ToTensorImage(dtype=torch.uint8), GrayScale(), Resize(84, 84), CatFrames(4))
 
 
-def _per_transform(label: str, steps: int = 300) -> list[dict]:
+def _per_transform(label: str, env: TransformedEnv, steps: int = 300) -> list[dict]:
     """Each transform's ``on_step`` timed after a raw step (ms per step, min over steps)."""
-    env = TransformedEnv(
-        GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync"), _pixel_pipeline()
-    )
     env.set_seed(0)
     env.fast_reset()
-    draws = env.action_spec.rand((steps,), generator=env._rng)
-    cost: dict[str, list[float]] = {"raw": []}
+    draws = env.base_env.action_spec.rand((steps,), generator=env._rng)  # what the base takes
+    names = [type(t).__name__ for t in env.transform]
+    names = [n if names.count(n) == 1 else f"{n} #{i}" for i, n in enumerate(names)]
+    cost: dict[str, list[float]] = {"raw": [], **{name: [] for name in names}}
     try:
         for t in range(steps):
             start = time.perf_counter()
             env.base_env.fast_step(draws[t])
             cost["raw"].append(time.perf_counter() - start)
-            for transform in env.transform:
+            for name, transform in zip(names, env.transform, strict=True):
                 start = time.perf_counter()
                 transform.on_step()  # a done sub-env: the base env has reset it already
-                cost.setdefault(type(transform).__name__, []).append(time.perf_counter() - start)
+                cost[name].append(time.perf_counter() - start)
     finally:
         env.close()
     raw = min(cost.pop("raw")) * 1e3
@@ -315,13 +332,52 @@ def bench_pixels() -> list[dict]:
             f"(e) 8 single ALE envs + GrayScale/Resize/CatFrames x{ALE_ENVS}, "
             f"{PIXEL_THREADS} torch thread"
         )
-        return _rows(label, best, 0.8, on="fast") + _per_transform(label)
+        pixels = TransformedEnv(
+            GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync"),
+            _pixel_pipeline(),
+        )
+        return _rows(label, best, 0.8, on="fast") + _per_transform(label, pixels)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _hopper_example_env() -> TransformedEnv:
+    """``examples/ppo_mujoco.py``'s env: one Hopper under the example's transforms."""
+    return TransformedEnv(
+        GymEnv("Hopper-v5", num_envs=1),
+        Compose(
+            DoubleToFloat(),
+            VecNorm(in_keys=["observation"], decay=0.99999, eps=1e-2),
+            ClipTransform(low=-10.0, high=10.0),
+            ClipTransform(in_keys=[], in_keys_inv=["action"]),
+            StepCounter(),
+            InitTracker(),
+            RewardSum(),
+        ),
+    )
+
+
+def bench_hopper_transforms() -> list[dict]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        plain = gym.make_vec("Hopper-v5", num_envs=1, vectorization_mode="sync")
+        best = _side_by_side(plain, _hopper_example_env(), HOPPER_STEPS)
+        label = "(f) MuJoCo Hopper x1 + ppo_mujoco's transforms"
+        return _rows(label, best, None, on="fast") + _per_transform(label, _hopper_example_env())
     finally:
         torch.set_num_threads(threads)
 
 
 def run() -> list[dict]:
-    return bench_small() + bench_big() + bench_ale_vector() + bench_mujoco() + bench_pixels()
+    return (
+        bench_small()
+        + bench_big()
+        + bench_ale_vector()
+        + bench_mujoco()
+        + bench_pixels()
+        + bench_hopper_transforms()
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@ observation) are mapped a second time. A map that is expensive (``Resize``) thus
 once per step, not twice. A map that is a view of its input (``ToTensorImage`` keeping
 uint8: a permutation of the dims) returns it from ``_alias``: the out leaf is that view
 of the input leaf, bound once, and the transform does no work at all per step.
+
+On the CPU a step of a small batch (MuJoCo's one env) costs a few microseconds per torch op,
+more than the arithmetic: a transform may implement ``_write_all_np``, the same write on
+numpy views bound once, and the base class then also copies the root and tests the done
+flags in numpy.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs._buffers import np_view
 from rl_envs._composite import Composite
 from rl_envs._keys import DONE
 from rl_envs._specs import Bounded, TensorSpec, Unbounded
@@ -151,7 +158,32 @@ class MapTransform(Transform):
             self._io.append((key, src_n, dst_n, src_r, dst_r))
         done = next.get(DONE)
         self._done = done.reshape(done.shape[:-1])
+        self._np_io: list[tuple[Any, ...] | None] = [self._numpy_views(io) for io in self._io]
+        self._done_np = np_view(self._done)
         return root, next
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Numpy views would pickle as copies: they are rebuilt from the bound leaves."""
+        state = self.__dict__.copy()
+        for views in ("_np_io", "_done_np"):
+            state.pop(views, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "_io" in state:
+            self._np_io = [self._numpy_views(io) for io in self._io]
+            self._done_np = np_view(self._done)
+
+    def _numpy_views(self, io: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """``io``'s leaves as numpy views when the transform writes in numpy and every leaf
+        is on the CPU (``None`` for a missing root), else ``None``."""
+        if type(self)._write_all_np is None:
+            return None
+        views = [None if t is None else np_view(t) for t in io[1:]]
+        if any(v is None for v, t in zip(views, io[1:], strict=True) if t is not None):
+            return None
+        return (io[0], *views)
 
     def _alias(self, src: torch.Tensor, key: Any) -> torch.Tensor | None:
         """The map of ``src`` when it is a view of ``src`` (then bound once), else None."""
@@ -185,6 +217,9 @@ class MapTransform(Transform):
         straight into the leaf."""
         dst.copy_(self._map(src, key))
 
+    _write_all_np: Any = None
+    """Optional ``(key, src, dst) -> None``: :meth:`_write_all` on numpy arrays (CPU leaves)."""
+
     def on_reset(self, mask: torch.Tensor | None) -> None:
         self._observe_reset(mask)
         for key, _, _, src_r, dst_r in self._io:
@@ -194,13 +229,24 @@ class MapTransform(Transform):
     def on_step(self) -> None:
         self._observe_step()
         done = None
-        for key, src_n, dst_n, src_r, dst_r in self._io:
-            self._write(key, src_n, dst_n, None)
+        for (key, src_n, dst_n, src_r, dst_r), views in zip(self._io, self._np_io, strict=True):
+            if views is None:
+                self._write(key, src_n, dst_n, None)
+            else:
+                self._write_all_np(key, views[1], views[2])
             if src_r is None:
                 continue
-            dst_r.copy_(dst_n)  # the root equals "next" on every sub-env not done
+            if views is None:  # the root equals "next" on every sub-env not done
+                dst_r.copy_(dst_n)
+            else:
+                np.copyto(views[4], views[2])
             if done is None:
-                done = self._done.clone() if self._done.any() else False
+                done = self._done.clone() if self._any_done() else False
             if done is not False:
                 self._write(key, src_r, dst_r, done)
         return None
+
+    def _any_done(self) -> bool:
+        if self._done_np is not None:
+            return bool(self._done_np.any())
+        return bool(self._done.any())

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from rl_envs._composite import Composite
@@ -97,11 +98,13 @@ class ClipTransform(MapTransform):
         super().__init__(key_list(in_keys, self._default_keys), out_keys)
         self.low, self.high = low, high
         self._bounds: dict[Any, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._np_bounds: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
 
     def _out_spec(self, key: Any, spec: TensorSpec, batch_ndim: int) -> TensorSpec:
         low = _limit(self.low, spec.dtype, "low").to(spec.device)
         high = _limit(self.high, spec.dtype, "high").to(spec.device)
         self._bounds[key] = (low, high)
+        self._np_bounds[key] = (low.cpu().numpy(), high.cpu().numpy())
         if isinstance(spec, Bounded):
             low, high = torch.maximum(spec.low, low), torch.minimum(spec.high, high)
             low = torch.minimum(low, high)  # disjoint ranges: everything clips to high
@@ -115,6 +118,11 @@ class ClipTransform(MapTransform):
         low, high = self._bounds[key]
         torch.minimum(src, high, out=dst)
         torch.maximum(dst, low, out=dst)
+
+    def _write_all_np(self, key: Any, src: np.ndarray, dst: np.ndarray) -> None:
+        low, high = self._np_bounds[key]
+        np.minimum(src, high, out=dst)
+        np.maximum(dst, low, out=dst)
 
     def transform_action_spec(self, spec: Composite) -> Composite:
         for key in self.in_keys_inv:
@@ -208,6 +216,9 @@ class SignTransform(MapTransform):
     def _write_all(self, key: Any, src: torch.Tensor, dst: torch.Tensor) -> None:
         torch.sign(src, out=dst)
 
+    def _write_all_np(self, key: Any, src: np.ndarray, dst: np.ndarray) -> None:
+        np.sign(src, out=dst)
+
 
 class RewardScaling(MapTransform):
     """Affine reward: ``reward * scale + loc`` (or ``(reward - loc) / scale``).
@@ -247,6 +258,7 @@ class RewardScaling(MapTransform):
         super().__init__(key_list(in_keys, [REWARD]), out_keys)
         self.loc, self.scale, self.standard_normal = loc, scale, standard_normal
         self._affine: dict[Any, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._np_affine: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
 
     def _out_spec(self, key: Any, spec: TensorSpec, batch_ndim: int) -> TensorSpec:
         if not spec.dtype.is_floating_point:
@@ -256,6 +268,7 @@ class RewardScaling(MapTransform):
         if self.standard_normal:  # (x - loc) / scale == x * (1 / scale) + (-loc / scale)
             loc, scale = -loc / scale, 1.0 / scale
         self._affine[key] = (loc, scale)
+        self._np_affine[key] = (loc.cpu().numpy(), scale.cpu().numpy())
         if not isinstance(spec, Bounded):
             return Unbounded(spec.shape, spec.device, spec.dtype)
         a, b = spec.low * scale + loc, spec.high * scale + loc
@@ -271,3 +284,8 @@ class RewardScaling(MapTransform):
         loc, scale = self._affine[key]
         torch.mul(src, scale, out=dst)
         dst.add_(loc)
+
+    def _write_all_np(self, key: Any, src: np.ndarray, dst: np.ndarray) -> None:
+        loc, scale = self._np_affine[key]
+        np.multiply(src, scale, out=dst)
+        np.add(dst, loc, out=dst)
