@@ -94,7 +94,7 @@ class FrameStore:
         self, root: TensorDictBase, nxt: TensorDictBase, frames_per_batch: int, num_envs: int
     ) -> None:
         self.frames_per_batch = frames_per_batch
-        self.buffer = alloc_buffer(root, nxt, 2 * frames_per_batch, torch.device("cpu"))
+        self.buffer = alloc_buffer(root, nxt, 2 * frames_per_batch, torch.device("cpu")).storage
         self.buffer.set(ENV_IDS, torch.zeros(2 * frames_per_batch, dtype=torch.int64))
         self.root_keys = [
             k for k in leaf_keys(root) if k not in ROOT_FLAGS

@@ -167,7 +167,8 @@ class Collector(BaseCollector, ProfilingMixin):
         for key in self.out_keys:
             if key[0] == NEXT:
                 next_template.set(key[1:], outputs.get(key))
-        self.buffer = alloc_buffer(template, next_template, self.steps, self.storing_device)
+        self._writer = alloc_buffer(template, next_template, self.steps, self.storing_device)
+        self.buffer = self._writer.storage
         self._plan(shared)
 
     def _plan(self, shared: bool) -> None:
@@ -179,7 +180,7 @@ class Collector(BaseCollector, ProfilingMixin):
             self.buffer.share_memory_()
         root_flags = [nested(k) for k in self.env.done_keys]
         self._plans = build_plans(
-            self.buffer, self.policy_input, self._env_bufs[1], self.out_keys, root_flags
+            self._writer, self.policy_input, self._env_bufs[1], self.out_keys, root_flags
         )
         self._choose_strategies()
 
@@ -227,7 +228,7 @@ class Collector(BaseCollector, ProfilingMixin):
             for dst, src in plan.root:
                 dst[...] = src
             if store_outputs:
-                for key, dst in plan.outs:
+                for dst, key in plan.outs:
                     dst.copy_(policy_input.get(key))
                 for key, dst in carry:
                     dst.copy_(policy_input.get(key))

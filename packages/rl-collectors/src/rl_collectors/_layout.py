@@ -11,6 +11,9 @@ owns:
   leaves and policy outputs into ``buffer[..., t]`` before the step, env next leaves into
   ``buffer["next"][..., t]`` after it. CPU pairs are numpy views (a numpy slice
   assignment costs a fraction of ``Tensor.copy_``); other devices use torch.
+
+The allocation and the pairs are ``rl_envs.RolloutWriter``'s (``EnvBase.rollout`` uses the
+same writer, time-major); this module says which leaves go where.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from rl_envs import RolloutWriter
 from tensordict import TensorDict, TensorDictBase
 
 from rl_collectors._keys import NEXT, POLICY_VERSION, TRAJ_IDS
@@ -27,7 +31,6 @@ __all__ = [
     "StepPlan",
     "alloc_buffer",
     "build_plans",
-    "copy_pair",
     "leaf_keys",
     "make_policy_input",
     "nested",
@@ -42,14 +45,6 @@ def nested(key: Any) -> tuple:
 def leaf_keys(td: TensorDictBase) -> list[tuple]:
     """Every leaf key of ``td`` as a tuple."""
     return [nested(k) for k in td.keys(True, True)]
-
-
-def copy_pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:
-    """``(dst, src)`` for ``dst[...] = src``: numpy views when both are on the CPU (a numpy
-    slice assignment costs a fraction of ``Tensor.copy_``), else the tensors."""
-    if dst.device.type == "cpu" and src.device.type == "cpu":
-        return dst.numpy(), src.detach().numpy()
-    return dst, src
 
 
 def make_policy_input(
@@ -68,22 +63,19 @@ def make_policy_input(
 
 def alloc_buffer(
     root: TensorDictBase, nxt: TensorDictBase, steps: int, device: torch.device
-) -> TensorDictBase:
-    """Allocate the ``[*B, steps]`` batch: ``root`` leaves, ``next`` leaves, collector keys.
+) -> RolloutWriter:
+    """The writer of the zeroed ``[*B, steps]`` batch (``.storage``): ``root`` leaves,
+    ``next`` leaves, collector keys.
 
     ``root`` must not hold a ``"next"`` entry (pass the next leaves as ``nxt``).
     """
-    nb = root.batch_dims
-
-    def alloc(x: torch.Tensor) -> torch.Tensor:
-        return torch.zeros((*x.shape[:nb], steps, *x.shape[nb:]), dtype=x.dtype, device=device)
-
-    batch = (*root.batch_size, steps)
-    buf = root.apply(alloc, batch_size=batch, device=device)
-    buf.set(NEXT, nxt.apply(alloc, batch_size=batch, device=device))
-    buf.set(TRAJ_IDS, torch.zeros(batch, dtype=torch.int64, device=device))
-    buf.set(POLICY_VERSION, torch.zeros(batch, dtype=torch.int64, device=device))
-    return buf
+    template = root.copy()
+    template.set(NEXT, nxt)
+    writer = RolloutWriter(template, steps, time_dim=root.batch_dims, device=device, zeros=True)
+    batch = writer.storage.batch_size
+    writer.storage.set(TRAJ_IDS, torch.zeros(batch, dtype=torch.int64, device=device))
+    writer.storage.set(POLICY_VERSION, torch.zeros(batch, dtype=torch.int64, device=device))
+    return writer
 
 
 @dataclass
@@ -92,25 +84,26 @@ class StepPlan:
 
     Attributes:
         root: ``(dst, src)`` array pairs: env root leaves -> ``buffer[..., t]``.
-        outs: ``(key, dst)``: policy outputs (read from ``policy_input`` by key, since a module
+        outs: ``(dst, key)``: policy outputs (read from ``policy_input`` by key, since a module
             writes a new tensor on each call; a top-level key as its string, the cheaper
             ``get``) -> ``buffer[..., t]``.
         next: ``(dst, src)`` array pairs: env next leaves -> ``buffer["next"][..., t]``.
     """
 
     root: list[tuple[Any, Any]] = field(default_factory=list)
-    outs: list[tuple[tuple, torch.Tensor]] = field(default_factory=list)
+    outs: list[tuple[torch.Tensor, Any]] = field(default_factory=list)
     next: list[tuple[Any, Any]] = field(default_factory=list)
 
 
 def build_plans(
-    buffer: TensorDictBase,
+    writer: RolloutWriter,
     policy_input: TensorDictBase,
     env_next: TensorDictBase,
     out_keys: list[tuple],
     constant_keys: list[tuple] = (),
 ) -> list[StepPlan]:
-    """One :class:`StepPlan` per time step of ``buffer`` (time is batch dim ``nb``).
+    """One :class:`StepPlan` per time step of the writer's batch (pairs from
+    ``rl_envs.RolloutWriter``, indexed at ``t``).
 
     ``policy_input`` leaves that are not policy outputs keep their identity (env root leaves and
     carried recurrent state), so they are copied from fixed sources. ``constant_keys``
@@ -118,17 +111,9 @@ def build_plans(
     flags: a fast step writes only observations and state into the root, a fast reset
     sets the flags to ``False``): they stay as allocated and are not copied.
     """
-    nb = policy_input.batch_dims
-    steps = buffer.batch_size[nb]
     root_keys = [k for k in leaf_keys(policy_input) if k not in out_keys and k not in constant_keys]
-    next_keys = leaf_keys(env_next)
-    pre = (slice(None),) * nb
-    plans = []
-    for t in range(steps):
-        idx = (*pre, t)
-        plan = StepPlan()
-        plan.root = [copy_pair(buffer.get(k)[idx], policy_input.get(k)) for k in root_keys]
-        plan.outs = [(k[0] if len(k) == 1 else k, buffer.get(k)[idx]) for k in out_keys]
-        plan.next = [copy_pair(buffer.get((NEXT, *k))[idx], env_next.get(k)) for k in next_keys]
-        plans.append(plan)
-    return plans
+    root = writer.pairs(policy_input, root_keys)
+    outs = writer.keyed(out_keys)
+    nxt = writer.pairs(env_next, prefix=(NEXT,))
+    at = writer.at
+    return [StepPlan(at(root, t), at(outs, t), at(nxt, t)) for t in range(writer.steps)]

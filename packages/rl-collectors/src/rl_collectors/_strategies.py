@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from rl_envs import FastPathEnv
+from rl_envs import FastPathEnv, RolloutWriter
 from tensordict import TensorDictBase
 
 from rl_collectors._keys import DONE, NEXT
-from rl_collectors._layout import copy_pair, leaf_keys
+from rl_collectors._layout import leaf_keys
 
 __all__ = ["DevicePolicyActor", "PolicyActor", "RandomActor", "TrajectoryLimit"]
 
@@ -81,9 +81,9 @@ class RandomActor:
         draws = self.spec.rand((steps,))
         for key in self.keys:
             buffer.get(key).narrow(nb, 0, steps).copy_(draws.get(key).movedim(0, nb))
-        pre = (slice(None),) * nb
+        pre, pair = (slice(None),) * nb, RolloutWriter.copy_pair
         self.pairs = [
-            [copy_pair(policy_input.get(k), buffer.get(k)[(*pre, t)]) for k in self.keys]
+            [pair(policy_input.get(k), buffer.get(k)[(*pre, t)]) for k in self.keys]
             for t in range(steps)
         ]
         self.env_input = self.action(policy_input)  # the same tensors on every step

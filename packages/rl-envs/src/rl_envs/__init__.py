@@ -29,6 +29,7 @@ from rl_envs._transforms_lib import InitTracker, RewardSum, StepCounter
 from rl_envs._transforms_obs import DoubleToFloat, ObservationNorm, TensorDictPrimer
 from rl_envs._transforms_reward import ClipTransform, RewardClipping, RewardScaling, SignTransform
 from rl_envs._transforms_vecnorm import VecNorm
+from rl_envs._writer import RolloutWriter
 from rl_envs.exceptions import EnvClosedError, InvalidActionError, SpecError, WorkerError
 
 __version__ = "0.1.0"
@@ -69,6 +70,7 @@ __all__ = [
     "RewardClipping",
     "RewardScaling",
     "RewardSum",
+    "RolloutWriter",
     "SelectTransform",
     "SerialEnv",
     "SignTransform",

@@ -1,0 +1,183 @@
+"""``RolloutWriter``: the storage of ``T`` steps and the copy pairs that fill it, step by step.
+
+One writer for both rollout loops: ``EnvBase.rollout`` stores time-major (``time_dim=0``,
+``[T, *B]``, one contiguous copy per leaf and step) and the collectors time-last
+(``time_dim=len(B)``, ``[*B, T]``, the data model's layout); ``docs/architecture.md``
+says why each. The writer allocates the storage once and builds, once, the
+``(destination, source)`` pairs a loop copies each step: numpy views when both sides are
+on the CPU (a numpy slice assignment costs a fraction of ``Tensor.copy_``), the tensors
+elsewhere. A destination is the storage leaf with time moved first, so ``dst[t]`` is step
+``t``'s slot whatever the layout; the loops do ``dst[t] = src``, or build per-step lists
+once with :meth:`RolloutWriter.at` and do ``dst[...] = src``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import sys
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDictBase
+
+__all__ = ["RolloutWriter", "empty_cpu"]
+
+
+POOL_MIN_BYTES = 256 << 10
+"""CPU leaves at least this big come from the mapping pool below (Linux)."""
+POOL_MAX_BYTES = 1 << 30
+"""Upper bound on the memory the pool keeps mapped for reuse."""
+_POOL: dict[int, list[mmap.mmap]] = {}
+
+
+def empty_cpu(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """``torch.empty`` on the CPU; large leaves reuse pooled, already-faulted mappings.
+
+    A rollout writes fresh memory, and first-touch page faults dominate its cost for big
+    batches (4096 envs: ~4 us per 4 KiB page on the test VM, several times the writes
+    themselves). Large leaves get their own anonymous ``mmap`` (advised
+    ``MADV_HUGEPAGE``; one per leaf, so pickling a leaf never drags in the others), and
+    the mapping is kept in a small pool: once every tensor using it is gone (its only
+    reference is the pool's), the next rollout of the same size reuses it, faults and
+    all already paid. The pool keeps at most ``POOL_MAX_BYTES`` mapped.
+    """
+    nbytes = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
+    if nbytes < POOL_MIN_BYTES or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return torch.empty(shape, dtype=dtype)
+    bucket = _POOL.setdefault(nbytes, [])
+    for mm in bucket:
+        if sys.getrefcount(mm) <= 3:  # the bucket, the loop variable, getrefcount's argument
+            return torch.frombuffer(mm, dtype=dtype).view(shape)
+    mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    mm.madvise(mmap.MADV_HUGEPAGE)
+    if sum(len(b) * n for n, b in _POOL.items()) + nbytes <= POOL_MAX_BYTES:
+        bucket.append(mm)
+    return torch.frombuffer(mm, dtype=dtype).view(shape)  # the tensor keeps ``mm`` alive
+
+
+def _tup(key: Any) -> tuple:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+class RolloutWriter:
+    """Storage for ``steps`` steps of a template, and the per-step copy pairs into it.
+
+    The storage has the template's keys, dtypes and event shapes, and the batch size
+    ``[*B]`` of the template with ``steps`` inserted at ``time_dim``: ``0`` gives
+    time-major ``[T, *B]`` (``EnvBase.rollout``), ``len(B)`` time-last ``[*B, T]``
+    (``Collector``). The pair builders are called once, before the loop; in the loop
+    ``dst[t] = src`` copies a step (or ``dst[...] = src`` over the per-step lists of
+    :meth:`at`). An internal of the rollout loops and the collectors, public so that
+    rl-collectors reaches it by its public name.
+
+    Args:
+        template: a TensorDict of batch size ``[*B]`` (its values are not read).
+        steps: ``T``, the number of steps to store.
+        time_dim: where time goes among the batch dims, ``0 <= time_dim <= len(B)``.
+        device: the storage's device; by default each leaf's own.
+        zeros: zero-filled storage (what is never written reads ``0``); by default it is
+            uninitialised, and large CPU leaves come from a pool of already-faulted
+            mappings reused across rollouts.
+
+    Attributes:
+        storage: the allocated TensorDict.
+        time_dim: where time is among its batch dims.
+        steps: ``T``.
+
+    Raises:
+        ValueError: ``time_dim`` is out of range.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_envs import RolloutWriter
+        >>> obs = torch.zeros(2, 3)
+        >>> writer = RolloutWriter(TensorDict({"obs": obs}, [2]), 4, time_dim=1)
+        >>> writer.storage.batch_size
+        torch.Size([2, 4])
+        >>> pairs = writer.pairs(TensorDict({"obs": obs}, [2]))  # obs keeps its identity
+        >>> for t in range(4):
+        ...     obs += 1                                        # the env steps in place
+        ...     for dst, src in pairs:
+        ...         dst[t] = src
+        >>> writer.storage["obs"][0, :, 0]
+        tensor([1., 2., 3., 4.])
+    """
+
+    def __init__(
+        self,
+        template: TensorDictBase,
+        steps: int,
+        *,
+        time_dim: int,
+        device: torch.device | None = None,
+        zeros: bool = False,
+    ) -> None:
+        if not 0 <= time_dim <= template.batch_dims:
+            raise ValueError(
+                f"RolloutWriter: expected 0 <= time_dim <= {template.batch_dims} (the "
+                f"template's batch dims), got {time_dim}"
+            )
+        self.time_dim, self.steps = time_dim, steps
+
+        def alloc(x: torch.Tensor) -> torch.Tensor:
+            shape = (*x.shape[:time_dim], steps, *x.shape[time_dim:])
+            where = x.device if device is None else device
+            if zeros:
+                return torch.zeros(shape, dtype=x.dtype, device=where)
+            if where.type == "cpu":
+                return empty_cpu(shape, x.dtype)
+            return torch.empty(shape, dtype=x.dtype, device=where)
+
+        b = tuple(template.batch_size)
+        batch = (*b[:time_dim], steps, *b[time_dim:])
+        if device is None:
+            self.storage = template.apply(alloc, batch_size=batch)
+        else:
+            self.storage = template.apply(alloc, batch_size=batch, device=device)
+
+    @staticmethod
+    def copy_pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:
+        """``(dst, src)`` for ``dst[...] = src``: numpy views when both are on the CPU (a
+        numpy slice assignment costs a fraction of ``Tensor.copy_``), else the tensors
+        (``src`` detached)."""
+        if dst.device.type == "cpu" and src.device.type == "cpu":
+            return dst.numpy(), src.detach().numpy()
+        return dst, src.detach()
+
+    def slot(self, key: Any) -> torch.Tensor:
+        """The storage leaf ``key`` with time moved first: ``slot(key)[t]`` is step ``t``."""
+        return self.storage.get(key).movedim(self.time_dim, 0)
+
+    def pairs(
+        self, sources: TensorDictBase, keys: list | None = None, prefix: tuple = ()
+    ) -> list[tuple[Any, Any]]:
+        """``(dst, src)`` for sources that keep their identity (env buffers): ``dst[t] = src``
+        stores step ``t``.
+
+        Args:
+            sources: the TensorDict whose leaves are copied (``[*B]``).
+            keys: its leaves to copy; by default every leaf.
+            prefix: where they go in the storage (``("next",)``).
+
+        Returns:
+            Numpy views when both sides are on the CPU, else the tensors.
+        """
+        keys = list(sources.keys(True, True)) if keys is None else keys
+        pair = self.copy_pair
+        return [pair(self.slot((*prefix, *_tup(k))), sources.get(k)) for k in keys]
+
+    def keyed(self, keys: list, prefix: tuple = ()) -> list[tuple[torch.Tensor, Any]]:
+        """``(dst, key)`` for sources read by key each step (a policy writes new tensors):
+        ``dst[t].copy_(td.get(key))`` stores step ``t``. A one-element key is given as its
+        string (``get("action")`` is the cheaper call)."""
+        keys = [_tup(k) for k in keys]
+        return [(self.slot((*prefix, *k)), k[0] if len(k) == 1 else k) for k in keys]
+
+    @staticmethod
+    def at(pairs: list[tuple[Any, Any]], t: int) -> list[tuple[Any, Any]]:
+        """Step ``t``'s pairs (:meth:`pairs`' or :meth:`keyed`'s), ``dst[t]`` in place of
+        ``dst``: built once per step before the loop, they are copied with
+        ``dst[...] = src`` (or ``dst.copy_(td.get(key))``)."""
+        return [(dst[t], src) for dst, src in pairs]
