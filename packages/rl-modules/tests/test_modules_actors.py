@@ -35,15 +35,14 @@ def _obs(n: int = 3, batch: int = B) -> TensorDict:
     return TensorDict(observation=torch.randn(batch, n), batch_size=[batch])
 
 
-def _gaussian_actor(spec, dist=TanhNormal, **kwargs):
+def _gaussian_actor(spec=None, dist=TanhNormal, **kwargs):
     net = nn.Sequential(nn.Linear(3, 4), NormalParamExtractor())
     return ProbabilisticActor(
         TensorDictModule(net, ["observation"], ["loc", "scale"]),
         ["loc", "scale"],
         spec=spec,
         distribution_class=dist,
-        return_log_prob=True,
-        **kwargs,
+        **{"return_log_prob": True, **kwargs},
     )
 
 
@@ -261,10 +260,22 @@ def test_actor_value_operator_shares_the_trunk():
         ActorValueOperator(trunk, policy, nn.Linear(8, 1))
 
 
-@pytest.mark.parametrize("dist", [TanhNormal, IndependentNormal, "categorical"])
-def test_the_collectors_fast_path_equals_tensordicts_forward(dist):
+def _fast_and_generic(actor, obs):
     from tensordict.nn import ProbabilisticTensorDictSequential
 
+    with set_exploration_type(ExplorationType.RANDOM), torch.no_grad():
+        torch.manual_seed(7)
+        fast = actor(obs.clone())
+        torch.manual_seed(7)
+        generic = ProbabilisticTensorDictSequential.forward(actor, obs.clone())
+        if actor._guard.active:
+            generic = actor._guard(generic)
+    return fast, generic
+
+
+@pytest.mark.parametrize("batch", [[B], [2, B], []])
+@pytest.mark.parametrize("dist", [TanhNormal, IndependentNormal, "categorical"])
+def test_the_collectors_fast_path_equals_tensordicts_forward(dist, batch):
     if dist == "categorical":
         head = TensorDictModule(nn.Linear(3, 4), ["observation"], ["logits"])
         actor = ProbabilisticActor(
@@ -275,12 +286,42 @@ def test_the_collectors_fast_path_equals_tensordicts_forward(dist):
         )
     else:
         actor = _gaussian_actor(None, dist=dist)
-    obs = _obs()
-    with set_exploration_type(ExplorationType.RANDOM), torch.no_grad():
-        torch.manual_seed(7)
-        fast = actor(obs.clone())
-        torch.manual_seed(7)
-        generic = ProbabilisticTensorDictSequential.forward(actor, obs.clone())
+    obs = TensorDict(observation=torch.randn(*batch, 3), batch_size=batch)
+    fast, generic = _fast_and_generic(actor, obs)
     assert actor._lean
     for key in ("action", "sample_log_prob"):
-        torch.testing.assert_close(fast[key], generic[key])
+        assert torch.equal(fast[key], generic[key]), key  # bit for bit
+
+
+@pytest.mark.parametrize("dist", [TanhNormal, IndependentNormal])
+def test_the_fast_path_with_a_safe_spec_and_without_log_prob(dist):
+    spec = Bounded(-0.5, 0.5, shape=(B, 2))
+    for kwargs in ({"spec": spec, "safe": True}, {"spec": None, "return_log_prob": False}):
+        actor = _gaussian_actor(dist=dist, **kwargs)
+        fast, generic = _fast_and_generic(actor, _obs())
+        assert actor._lean and torch.equal(fast["action"], generic["action"])
+        assert set(fast.keys()) == set(generic.keys())
+        if kwargs.get("safe"):
+            assert bool((fast["action"].abs() <= 0.5).all())
+            assert torch.equal(fast["sample_log_prob"], generic["sample_log_prob"])
+
+
+class _JointNormal(IndependentNormal):
+    """Scores its draw with its own ``rsample_and_log_prob`` (as tensordict's composites)."""
+
+    def rsample_and_log_prob(self, sample_shape=()):
+        value = self.rsample(sample_shape)
+        return value, torch.zeros(value.shape[:-1])
+
+
+def test_distributions_the_fast_path_does_not_take():
+    import functools
+
+    factory = functools.partial(IndependentNormal, event_dim=1)  # a callable, not a class
+    for dist in (factory, _JointNormal):
+        actor = _gaussian_actor(None, dist=dist)
+        assert not actor._lean
+        with set_exploration_type(ExplorationType.RANDOM), torch.no_grad():
+            out = actor(_obs())
+        assert out["action"].shape == (B, 2) and out["sample_log_prob"].shape == (B,)
+    assert torch.equal(out["sample_log_prob"], torch.zeros(B))  # the joint method's score

@@ -110,6 +110,61 @@ def test_independent_normal_matches_torch():
     torch.testing.assert_close(big.std(0), scale, atol=0.03, rtol=0)
 
 
+def _normal_cases():
+    """``(loc, scale, value)``: float32/64, a state-independent (expanded) scale, a scale
+    to broadcast, a sample shape, tiny and huge scales."""
+    g = torch.Generator().manual_seed(1)
+    for dtype in (torch.float32, torch.float64):
+        for shape in [(1, 3), (7, 17), (4096, 6), (2, 5, 33)]:
+            for size in (1e-4, 1.0, 300.0):
+                loc = torch.randn(shape, generator=g, dtype=dtype) * size
+                scale = (torch.rand(shape, generator=g, dtype=dtype) + 0.05) * size
+                value = loc + torch.randn((3, *shape), generator=g, dtype=dtype) * 2 * size
+                yield loc, scale, value
+                yield loc, scale[..., :1].expand(shape), value[0]
+                yield loc, scale[0, ..., :1], value[1]  # a scale to broadcast
+
+
+def test_independent_normal_draws_and_log_probs_are_torchs_bit_for_bit():
+    for loc, scale in ((c[0], c[1]) for c in _normal_cases()):
+        ours, ref = IndependentNormal(loc, scale), D.Independent(D.Normal(loc, scale), 1)
+        for sample_shape in ((), (2,)):
+            torch.manual_seed(3)
+            a = ours.rsample(sample_shape)
+            torch.manual_seed(3)
+            assert torch.equal(a, ref.rsample(sample_shape))
+            with torch.no_grad():
+                assert torch.equal(ours.log_prob(a), ref.log_prob(a))
+    for loc, scale, value in _normal_cases():
+        ours, ref = IndependentNormal(loc, scale), D.Independent(D.Normal(loc, scale), 1)
+        with torch.no_grad():
+            assert torch.equal(ours.log_prob(value), ref.log_prob(value))
+
+
+@pytest.mark.parametrize("event_dim", [0, 1, 2])
+def test_independent_normal_event_dims_and_gradients_are_torchs(event_dim):
+    loc = torch.randn(4, 5, 3, requires_grad=True)
+    scale = (torch.rand(4, 5, 3) + 0.1).requires_grad_()
+    ours = IndependentNormal(loc, scale, event_dim=event_dim)
+    ref = D.Independent(D.Normal(loc, scale), event_dim)
+    assert ours.batch_shape == ref.batch_shape and ours.event_shape == ref.event_shape
+    value = torch.randn(4, 5, 3)
+    with torch.no_grad():
+        assert torch.equal(ours.log_prob(value), ref.log_prob(value))
+    # with autograd on, torch's own log_prob: the same gradients, bit for bit
+    grads = torch.autograd.grad(ours.log_prob(value).sum(), (loc, scale))
+    ref_grads = torch.autograd.grad(ref.log_prob(value).sum(), (loc, scale))
+    assert all(torch.equal(a, b) for a, b in zip(grads, ref_grads, strict=True))
+    torch.manual_seed(0)
+    a = ours.rsample()
+    torch.manual_seed(0)
+    b = ref.rsample()
+    grads = torch.autograd.grad(a.square().sum(), (loc, scale))
+    ref_grads = torch.autograd.grad(b.square().sum(), (loc, scale))
+    assert torch.equal(a, b)
+    assert all(torch.equal(x, y) for x, y in zip(grads, ref_grads, strict=True))
+
+
 def test_truncated_normal_matches_the_float64_formula_and_integral():
     loc, scale = (
         torch.tensor([0.3, -0.5], dtype=torch.float64),

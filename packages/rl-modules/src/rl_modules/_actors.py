@@ -158,6 +158,17 @@ def _resolve_dist_kwargs(dist_class: Any, kwargs: dict, spec: Any) -> dict:
     return {**kwargs, "low": low, "high": high}
 
 
+def _draws_alone(dist_class: Any) -> bool:
+    """Whether tensordict samples ``dist_class`` under ``RANDOM`` as ``_sample`` does: a
+    class (not a factory function), not composite, without the joint
+    ``(r)sample_and_log_prob`` that tensordict would call instead."""
+    return (
+        isinstance(dist_class, type)
+        and not issubclass(dist_class, CompositeDistribution)
+        and not any(hasattr(dist_class, f"{m}_and_log_prob") for m in ("sample", "rsample"))
+    )
+
+
 class ProbabilisticActor(ProbabilisticTensorDictSequential):
     """A stochastic policy: a network writes a distribution's parameters, the distribution
     writes the action (and its log-prob).
@@ -234,7 +245,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         self._sample_key = out_keys[0]
         self._lean = (len(out_keys) == 1 and prob.num_samples is None
                       and kwargs.get("generator") is None
-                      and not issubclass(prob.distribution_class, CompositeDistribution))
+                      and _draws_alone(prob.distribution_class))
 
     @property
     def spec(self) -> dict[Any, Any]:
@@ -243,21 +254,24 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
 
     @profiled("ProbabilisticActor.forward")
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
-        prob = self.module[-1]
+        *nets, prob = self.module  # iterating: slicing a ModuleList builds a new one
         if self._lean and not args and not kwargs and (
             (interaction_type() or prob.default_interaction_type) is InteractionType.RANDOM
         ):
-            out = self._sample(tensordict, prob)
+            out = self._sample(tensordict, nets, prob)
         else:
             out = super().forward(tensordict, *args, **kwargs)
         return self._guard(out) if self._guard.active else out
 
     def _sample(
-        self, tensordict: TensorDictBase, prob: ProbabilisticTensorDictModule
+        self,
+        tensordict: TensorDictBase,
+        nets: list[TensorDictModuleBase],
+        prob: ProbabilisticTensorDictModule,
     ) -> TensorDictBase:
         """What ``ProbabilisticTensorDictModule`` does under ``RANDOM`` for one sample:
         a (reparameterised where possible) draw, and its log-prob when asked."""
-        for module in self.module[:-1]:
+        for module in nets:
             tensordict = module(tensordict)
         dist = prob.get_dist(tensordict)
         value = dist.rsample() if dist.has_rsample else dist.sample()

@@ -17,13 +17,33 @@ from torch import distributions as D
 
 __all__ = ["IndependentNormal", "TanhNormal", "TruncatedNormal"]
 
-_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)  # the same double as Normal.log_prob's constant
 _LOG_2 = math.log(2.0)
 
 
 def _squash_loc(loc: torch.Tensor, upscale: float, tanh_loc: bool) -> torch.Tensor:
     """``upscale * tanh(loc / upscale)`` when ``tanh_loc`` (keeps the mean in a bounded range)."""
     return upscale * torch.tanh(loc / upscale) if tanh_loc else loc
+
+
+def _normal(loc: torch.Tensor, scale: Any) -> D.Normal:
+    """``Normal(loc, scale)``. For a ``scale`` of ``loc``'s shape, without the op of
+    ``broadcast_all`` (it would return views of the same tensors): built as torch's own
+    ``Normal.expand`` builds one."""
+    if not isinstance(scale, torch.Tensor) or scale.shape != loc.shape:
+        return D.Normal(loc, scale, validate_args=False)
+    normal = D.Normal.__new__(D.Normal)
+    normal.loc, normal.scale = loc, scale
+    D.Distribution.__init__(normal, loc.shape, validate_args=False)
+    return normal
+
+
+def _sum_rightmost(value: torch.Tensor, ndims: int) -> torch.Tensor:
+    """Sum the last ``ndims`` dims as ``torch.distributions.Independent`` does (flattened
+    first: the same reduction, so the same bits)."""
+    if ndims == 0:
+        return value
+    return value.reshape(value.shape[: value.ndim - ndims] + (-1,)).sum(-1)
 
 
 def _bound(value: Any, like: torch.Tensor) -> float | torch.Tensor:
@@ -179,6 +199,16 @@ class TanhNormal(D.Distribution):
 class IndependentNormal(D.Independent):
     """A diagonal Gaussian over the last ``event_dim`` dims (PPO's continuous policy).
 
+    ``Independent(Normal(loc, scale), event_dim)``: the same draws and, bit for bit, the
+    same log-probs, in fewer torch ops (each costs microseconds on one row, the collector's
+    case). Built without ``broadcast_all`` when ``scale`` has ``loc``'s shape; without
+    autograd, ``log_prob`` does ``Normal.log_prob``'s float ops in fewer kernels (in place
+    where it can) and takes the sign once, after the sum (negation is exact)::
+
+        log p(a) = -sum(d^2 / (2 var) + log scale + log sqrt(2 pi)),  d = a - loc
+
+    With autograd on (the losses), ``log_prob`` is torch's: the gradients are torch's too.
+
     Args:
         loc: mean, ``[*batch, *event]``.
         scale: standard deviation (positive), same shape.
@@ -203,8 +233,18 @@ class IndependentNormal(D.Independent):
         tanh_loc: bool = False,
         event_dim: int = 1,
     ) -> None:
-        base = D.Normal(_squash_loc(loc, upscale, tanh_loc), scale, validate_args=False)
-        super().__init__(base, event_dim, validate_args=False)
+        super().__init__(_normal(_squash_loc(loc, upscale, tanh_loc), scale), event_dim,
+                         validate_args=False)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled():
+            return super().log_prob(value)
+        loc, scale = self.base_dist.loc, self.base_dist.scale
+        sq = value - loc
+        sq = sq.mul_(sq)  # d ** 2
+        var2 = scale.square().mul_(2.0)
+        lp = torch.addcdiv(scale.log(), sq, var2).add_(_HALF_LOG_2PI)
+        return _sum_rightmost(lp, self.reinterpreted_batch_ndims).neg_()
 
     @property
     def mode(self) -> torch.Tensor:
