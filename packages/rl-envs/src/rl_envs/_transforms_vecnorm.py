@@ -118,10 +118,15 @@ class VecNorm(MapTransform):
             t = torch.zeros(() if part == "count" else shape, dtype=torch.float64)
             self._stats[f"{name}_{part}"] = t.share_memory_()
 
-    def _update(self, key: Any, x: torch.Tensor) -> None:
-        s, q, c = (self._stats[f"{_name(key)}_{p}"] for p in _PARTS)
-        flat = x.detach().to("cpu", torch.float64).reshape(-1, *s.shape)
+    def _update(self, key: Any, x: torch.Tensor | np.ndarray) -> None:
+        """Add ``x`` (``[*batch, *event]``) to ``key``'s statistics: in numpy for a numpy
+        view of a key bound on the CPU, else in torch."""
         with self.lock if self.lock is not None else contextlib.nullcontext():
+            if isinstance(x, np.ndarray):
+                self._np_stats[key].update(x, self.decay)
+                return
+            s, q, c = (self._stats[f"{_name(key)}_{p}"] for p in _PARTS)
+            flat = x.detach().to("cpu", torch.float64).reshape(-1, *s.shape)
             s.mul_(self.decay).add_(flat.sum(0))
             q.mul_(self.decay).add_(flat.square().sum(0))
             c.mul_(self.decay).add_(flat.shape[0])
@@ -227,11 +232,7 @@ class VecNorm(MapTransform):
     def _observe_step(self) -> None:
         for (key, src_n, *_), views in zip(self._io, self._np_io, strict=True):
             if not self.frozen:
-                if views is None:
-                    self._update(key, src_n)
-                else:
-                    with self.lock if self.lock is not None else contextlib.nullcontext():
-                        self._np_stats[key].update(views[1], self.decay)
+                self._update(key, src_n if views is None else views[1])
             self._refresh(key, src_n)
 
     def _observe_reset(self, mask: torch.Tensor | None) -> None:
