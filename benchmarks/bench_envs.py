@@ -41,29 +41,18 @@ Usage::
 
 from __future__ import annotations
 
+import importlib.util
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import ale_py
 import gymnasium as gym
 import numpy as np
 import torch
-from rl_envs import (
-    CatFrames,
-    ClipTransform,
-    Compose,
-    DoubleToFloat,
-    GrayScale,
-    GymEnv,
-    InitTracker,
-    Resize,
-    RewardSum,
-    StepCounter,
-    ToTensorImage,
-    TransformedEnv,
-    VecNorm,
-)
+from rl_envs import CatFrames, Compose, GrayScale, GymEnv, Resize, ToTensorImage, TransformedEnv
 
 REPEATS = 21
 SMALL_ENVS, SMALL_STEPS = 8, 500
@@ -342,19 +331,14 @@ def bench_pixels() -> list[dict]:
 
 
 def _hopper_example_env() -> TransformedEnv:
-    """``examples/ppo_mujoco.py``'s env: one Hopper under the example's transforms."""
-    return TransformedEnv(
-        GymEnv("Hopper-v5", num_envs=1),
-        Compose(
-            DoubleToFloat(),
-            VecNorm(in_keys=["observation"], decay=0.99999, eps=1e-2),
-            ClipTransform(low=-10.0, high=10.0),
-            ClipTransform(in_keys=[], in_keys_inv=["action"]),
-            StepCounter(),
-            InitTracker(),
-            RewardSum(),
-        ),
-    )
+    """``examples/ppo_mujoco.py``'s own env (its ``make_env``, default ``Config``): one Hopper
+    under the example's transforms."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "ppo_mujoco.py"
+    spec = importlib.util.spec_from_file_location("_bench_envs_ppo_mujoco", path)
+    example = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = example  # dataclasses reads the Config's annotations through it
+    spec.loader.exec_module(example)
+    return example.make_env(example.Config())
 
 
 def bench_hopper_transforms() -> list[dict]:
