@@ -117,7 +117,7 @@ class RolloutWriter:
         if not 0 <= time_dim <= template.batch_dims:
             raise ValueError(
                 f"RolloutWriter: expected 0 <= time_dim <= {template.batch_dims} (the "
-                f"template's batch dims), got {time_dim}"
+                f"template's batch dims), received time_dim={time_dim}"
             )
         self.time_dim, self.steps = time_dim, steps
 

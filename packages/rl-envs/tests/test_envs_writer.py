@@ -1,0 +1,56 @@
+"""RolloutWriter: both layouts filled from a real env's buffers, keyed pairs, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from rl_envs import GymEnv, RolloutWriter
+from tensordict import TensorDict
+
+
+@pytest.mark.parametrize("time_dim", [0, 1])
+def test_pairs_store_each_step_of_the_env_in_either_layout(time_dim):
+    env = GymEnv("CartPole-v1", num_envs=3)
+    try:
+        env.set_seed(0)
+        env.fast_reset()
+        _, nxt = env.buffers()
+        writer = RolloutWriter(nxt, 5, time_dim=time_dim, zeros=True)
+        expected_batch = (5, 3) if time_dim == 0 else (3, 5)
+        assert tuple(writer.storage.batch_size) == expected_batch
+        pairs = writer.pairs(nxt)
+        assert all(isinstance(d, np.ndarray) for d, _ in pairs)  # CPU: numpy views
+        seen = []
+        for t in range(5):
+            env.fast_step(torch.ones(3, dtype=torch.int64))
+            seen.append(nxt.get("observation").clone())
+            for dst, src in pairs:
+                dst[t] = src
+        stored = writer.storage.get("observation")
+        expected = torch.stack(seen, dim=time_dim)
+        assert torch.equal(stored, expected)
+    finally:
+        env.close()
+
+
+def test_keyed_pairs_and_per_step_lists_read_new_tensors_by_key():
+    template = TensorDict({"action": torch.zeros(2, 1), ("next", "obs"): torch.zeros(2, 4)}, [2])
+    writer = RolloutWriter(template, 3, time_dim=1, zeros=True)
+    outs = writer.keyed(["action"])
+    assert outs[0][1] == "action"  # a one-element key as its string
+    steps = [writer.at(outs, t) for t in range(3)]
+    for t, plan in enumerate(steps):
+        td = TensorDict(action=torch.full((2, 1), float(t)), batch_size=[2])
+        for dst, key in plan:
+            dst.copy_(td.get(key))
+    assert writer.storage.get("action")[:, :, 0].tolist() == [[0.0, 1.0, 2.0]] * 2
+    assert writer.storage.get(("next", "obs")).abs().sum() == 0  # zeros: never written
+
+
+def test_bad_time_dim_is_refused_naming_it():
+    template = TensorDict(obs=torch.zeros(2, 4), batch_size=[2])
+    with pytest.raises(ValueError, match=r"expected 0 <= time_dim <= 1 .*received time_dim=2"):
+        RolloutWriter(template, 3, time_dim=2)
+    with pytest.raises(ValueError, match="received time_dim=-1"):
+        RolloutWriter(template, 3, time_dim=-1)
