@@ -12,8 +12,10 @@ learning, after the sum). rl-modules' ``ActorValueOperator``: a ``NatureCNN`` tr
 uint8 frames shared by a categorical ``ProbabilisticActor`` head and a ``ValueOperator``
 head. ``GAE`` and ``ClipPPOLoss`` with CleanRL's ``ppo_atari.py`` defaults (8 envs x 128
 steps, 4 epochs of 4 minibatches, lr 2.5e-4 annealed, clip 0.1, entropy 0.01). Frames are
-agent steps x frame skip, as CleanRL and the ALE count them. The last line printed is one
-JSON object with the run's figures.
+agent steps x frame skip, as CleanRL and the ALE count them. The learning rate anneals over
+CleanRL's budget (10M agent steps, 40M frames) whatever ``--total-frames`` is, so a shorter
+run follows CleanRL's schedule (and its published curves) up to where it stops, rather than
+annealing to 0 within it. The last line printed is one JSON object with the run's figures.
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ class Config:
         steps_per_env: rollout length T per batch (agent steps).
         total_frames: emulator frames in all (agent steps x frame_skip).
         frame_skip: emulator frames per agent step (ALE's ``frameskip``).
-        lr: Adam learning rate, annealed linearly to 0.
+        lr: Adam learning rate, annealed linearly to 0 over ``anneal_frames``.
+        anneal_frames: emulator frames over which ``lr`` goes to 0 (CleanRL's 10M agent
+            steps); a run shorter than this stops with the rate above 0.
         gamma: discount.
         lmbda: GAE lambda.
         epochs: passes over each batch.
@@ -72,6 +76,7 @@ class Config:
     total_frames: int = 2_000_000
     frame_skip: int = 4
     lr: float = 2.5e-4
+    anneal_frames: int = 40_000_000
     gamma: float = 0.99
     lmbda: float = 0.95
     epochs: int = 4
@@ -180,7 +185,8 @@ def main(cfg: Config) -> dict:
     params = list(model.parameters())
     optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
     num_batches = -(-total_steps // steps_per_batch)
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
+    anneal_batches = max(cfg.anneal_frames // cfg.frame_skip // steps_per_batch, num_batches)
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / anneal_batches)
     logger, returns = make_logger(cfg), deque(maxlen=20)
     timing = RunReport(
         f"PPO {cfg.env_id}", profile=cfg.profile or None
