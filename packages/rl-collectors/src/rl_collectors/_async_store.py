@@ -20,6 +20,7 @@ from tensordict import TensorDictBase
 
 from rl_collectors._keys import COLLECTOR, DONE, NEXT, POLICY_VERSION, TRAJ_IDS
 from rl_collectors._layout import alloc_buffer, leaf_keys
+from rl_collectors._traj import TrajCounter
 
 __all__ = ["ENV_IDS", "ROOT_FLAGS", "FrameStore", "TrajIds", "completed_trajectories"]
 
@@ -30,23 +31,16 @@ ENV_IDS = (COLLECTOR, "env_ids")
 """int64 ``[F]``: index of the env (worker) that produced each frame."""
 
 
-class TrajIds:
-    """Trajectory ids for batches whose frames are grouped by env, in time order per env.
+class TrajIds(TrajCounter):
+    """A :class:`~rl_collectors.TrajCounter` for batches whose frames are grouped by env.
 
-    Per env it keeps the id of the running trajectory and whether the last frame seen
-    was done (the next frame then starts a new trajectory); new ids come from one
-    counter, so they are unique across batches.
-
-    Args:
-        num_envs: number of envs.
+    The state is the counter's (per env the running trajectory's id and whether the last
+    frame seen was done; one counter for new ids, unique across batches); only the layout
+    of the frames differs: flat, each env's frames in time order. One row per env:
+    ``TrajIds(num_envs)``.
     """
 
-    def __init__(self, num_envs: int) -> None:
-        self.next_id = 0
-        self.current = torch.zeros(num_envs, dtype=torch.int64)
-        self.pending = torch.ones(num_envs, dtype=torch.bool)  # first frame starts a trajectory
-
-    def assign(self, env_ids: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+    def assign_grouped(self, env_ids: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
         """Ids for frames sorted by env (stable), ``done`` the ``("next", "done")`` flags."""
         n = env_ids.numel()
         first = torch.ones(n, dtype=torch.bool)
@@ -59,25 +53,13 @@ class TrajIds:
             torch.where(first, torch.arange(n), torch.zeros(n, dtype=torch.int64)), 0
         ).values
         before = (c - starts.long())[seg_head]
-        ids = torch.where(c - before == 0, self.current[env_ids], self.next_id + c - 1)
-        self.next_id += int(c[-1]) if n else 0
+        ids = torch.where(c - before == 0, self.current[env_ids], self.next_local + c - 1)
+        self.next_local += int(c[-1]) if n else 0
         last = torch.ones(n, dtype=torch.bool)
         last[:-1] = env_ids[:-1] != env_ids[1:]
         self.current[env_ids[last]] = ids[last]
         self.pending[env_ids[last]] = done[last]
         return ids
-
-    def state_dict(self) -> dict:
-        return {
-            "next_id": self.next_id,
-            "current": self.current.clone(),
-            "pending": self.pending.clone(),
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        self.next_id = int(state["next_id"])
-        self.current = state["current"].clone()
-        self.pending = state["pending"].clone()
 
 
 class FrameStore:
@@ -132,7 +114,7 @@ class FrameStore:
         order = torch.sort(view.get(ENV_IDS), stable=True).indices
         batch = view[order]
         done = batch.get((NEXT, DONE)).reshape(frames)
-        batch.set(TRAJ_IDS, self.traj.assign(batch.get(ENV_IDS), done))
+        batch.set(TRAJ_IDS, self.traj.assign_grouped(batch.get(ENV_IDS), done))
         return batch
 
 
