@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -39,10 +40,23 @@ def spawnable() -> Iterator[None]:
     """Put the tests directory on ``sys.path`` while workers start (spawn copies sys.path).
 
     Workers then re-import a test module by its bare name, which the module registers with
-    ``sys.modules.setdefault(MODULE, sys.modules[__name__])``.
+    :func:`importable_by_workers`.
     """
     sys.path.insert(0, str(HERE))
     try:
         yield
     finally:
         sys.path.remove(str(HERE))
+
+
+def importable_by_workers(module: str, *objs: Any) -> None:
+    """Register test module ``module`` (its ``__name__``) under the bare name workers use.
+
+    A spawned worker imports the test file as a top-level module named after the file; its
+    ``objs`` (the classes and functions sent to workers) pickle by reference under that
+    name, and the name refers to the already imported module here.
+    """
+    name = module.rpartition(".")[2]
+    for obj in objs:
+        obj.__module__ = name
+    sys.modules.setdefault(name, sys.modules[module])

@@ -12,7 +12,6 @@ import gc
 import os
 import pickle
 import signal
-import sys
 import threading
 import time
 
@@ -33,11 +32,10 @@ from rl_envs.exceptions import EnvClosedError
 from tensordict import TensorDict
 
 try:
-    from ._processes import children, settled, spawnable
+    from ._processes import children, importable_by_workers, settled, spawnable
 except ImportError:  # a spawned worker imports this file as a top-level module
-    from _processes import children, settled, spawnable
+    from _processes import children, importable_by_workers, settled, spawnable
 
-MODULE = "test_envs_batched"
 CARTPOLE = functools.partial(GymEnv, "CartPole-v1", num_envs=2)
 
 
@@ -64,9 +62,7 @@ class FlakyEnv(EnvBase):
         return TensorDict(observation=obs, reward=obs.clone(), terminated=obs >= 4)
 
 
-# the workers import this file as MODULE; make pickling by reference agree with that
-FlakyEnv.__module__ = MODULE
-sys.modules.setdefault(MODULE, sys.modules[__name__])
+importable_by_workers(__name__, FlakyEnv)
 
 
 def _torch_shm(pids: list[int]) -> list[str]:

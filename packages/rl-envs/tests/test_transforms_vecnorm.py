@@ -8,7 +8,6 @@ while they start, as in ``test_envs_batched``).
 from __future__ import annotations
 
 import functools
-import sys
 from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
@@ -29,12 +28,10 @@ from rl_envs import (
 
 try:
     from ._pixels import PixelEnv, ones_policy
-    from ._processes import spawnable
+    from ._processes import importable_by_workers, spawnable
 except ImportError:  # a spawned worker imports this file as a top-level module
     from _pixels import PixelEnv, ones_policy
-    from _processes import spawnable
-
-MODULE = "test_transforms_vecnorm"
+    from _processes import importable_by_workers, spawnable
 
 
 class RefStats:
@@ -191,8 +188,7 @@ def make_normalised_cartpole(vecnorm: VecNorm) -> TransformedEnv:
     return TransformedEnv(GymEnv("CartPole-v1", num_envs=2), vecnorm)
 
 
-make_normalised_cartpole.__module__ = MODULE
-sys.modules.setdefault(MODULE, sys.modules[__name__])
+importable_by_workers(__name__, make_normalised_cartpole)
 
 
 def test_vecnorm_shared_by_parallel_env_workers():
