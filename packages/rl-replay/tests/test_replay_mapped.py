@@ -21,31 +21,14 @@ from rl_replay import (
 )
 from rl_replay._snapshot import CHUNK_ROWS
 from rl_replay.exceptions import CheckpointError
-from tensordict import TensorDict
+
+from ._chunked import CAPACITY, assert_same_content, content, numbered_rows, prioritized_buffer
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="chunks are mapped in place on Linux only"
 )
 
-CAPACITY = 3 * CHUNK_ROWS + 100  # four chunks, the last one short
 CHUNKS = 4
-
-
-def _rows(n, start=0):
-    x = torch.arange(start, start + n, dtype=torch.float32)
-    return TensorDict(
-        {"obs": x.unsqueeze(1).expand(n, 3).clone(), "done": (x % 7 == 0).unsqueeze(1)}, [n]
-    )
-
-
-def _buffer(folder):
-    storage = LazyMemmapStorage(CAPACITY, scratch_dir=folder)
-    return TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=storage, batch_size=16)
-
-
-def _content(rb):
-    data = rb[:]
-    return data.get("obs").clone(), data.get("done").clone(), rb.sampler.tree.leaves.clone()
 
 
 def _digests(path):
@@ -60,8 +43,8 @@ def _mapped_lines(*folders):
 
 def _saved(tmp_path, rows=CAPACITY):
     """A buffer of ``rows`` rows and priorities, dumped to ``tmp_path/ckpt``."""
-    rb = _buffer(tmp_path / "scratch")
-    rb.extend(_rows(rows))
+    rb = prioritized_buffer(tmp_path / "scratch")
+    rb.extend(numbered_rows(rows))
     rb.update_priority(torch.arange(0, rows, 3), torch.rand(len(range(0, rows, 3))) + 0.5)
     rb.dumps(tmp_path / "ckpt")
     return rb
@@ -77,53 +60,50 @@ def _drop(*buffers):
 
 def test_a_restore_maps_the_chunks_and_copies_nothing(tmp_path):
     rb = _saved(tmp_path)
-    restored = _buffer(tmp_path / "restored")
+    restored = prioritized_buffer(tmp_path / "restored")
     restored.loads(tmp_path / "ckpt")
     assert restored.storage.borrowed_chunks == CHUNKS
     # the storage's own files exist at full size but hold no block yet: nothing was copied
     for name in restored.storage.filenames:
         assert os.stat(name).st_size > 0 and os.stat(name).st_blocks == 0
-    for got, want in zip(_content(restored), _content(rb), strict=True):
-        assert torch.equal(got, want)
+    assert_same_content(content(restored), content(rb))
     assert len(restored) == len(rb) and restored.writer.state_dict() == rb.writer.state_dict()
     _drop(rb, restored)
 
 
 def test_the_checkpoint_stays_bit_for_bit_after_the_resumed_run_writes_every_row(tmp_path):
     rb = _saved(tmp_path)
-    saved, before = _content(rb), _digests(tmp_path / "ckpt")
-    restored = _buffer(tmp_path / "restored")
+    saved, before = content(rb), _digests(tmp_path / "ckpt")
+    restored = prioritized_buffer(tmp_path / "restored")
     restored.loads(tmp_path / "ckpt")
     view = restored.storage.leaf("obs")  # taken while every chunk is borrowed
-    restored.extend(_rows(10, start=10**6))  # chunk 0 only
+    restored.extend(numbered_rows(10, start=10**6))  # chunk 0 only
     assert restored.storage.borrowed_chunks == CHUNKS - 1
     for start in range(0, CAPACITY, 20_000):  # then every row, wrapping around
-        restored.extend(_rows(min(20_000, CAPACITY - start), start=2 * 10**6 + start))
+        restored.extend(numbered_rows(min(20_000, CAPACITY - start), start=2 * 10**6 + start))
     assert restored.storage.borrowed_chunks == 0
     # the view of before the writes sees them: the chunks were remapped at the same address
     assert torch.equal(view[:, 0], restored[:]["obs"][:, 0])
     assert not torch.equal(view, saved[0])
     assert _digests(tmp_path / "ckpt") == before
-    again = _buffer(tmp_path / "again")
+    again = prioritized_buffer(tmp_path / "again")
     again.loads(tmp_path / "ckpt")
-    for got, want in zip(_content(again), saved, strict=True):
-        assert torch.equal(got, want)
+    assert_same_content(content(again), saved)
     _drop(rb, restored, again)
 
 
 def test_deleting_the_checkpoint_while_borrowing_from_it_breaks_nothing(tmp_path):
     rb = _saved(tmp_path)
-    saved = _content(rb)
-    restored = _buffer(tmp_path / "restored")
+    saved = content(rb)
+    restored = prioritized_buffer(tmp_path / "restored")
     restored.loads(tmp_path / "ckpt")
     shutil.rmtree(tmp_path / "ckpt")  # as Checkpointer removes an old checkpoint
-    for got, want in zip(_content(restored), saved, strict=True):
-        assert torch.equal(got, want)
-    restored.extend(_rows(5, start=10**6))  # owning a chunk copies it from the mapping
+    assert_same_content(content(restored), saved)
+    restored.extend(numbered_rows(5, start=10**6))  # owning a chunk copies it from the mapping
     obs = restored[:]["obs"]
     assert torch.equal(obs[5:], saved[0][5:]) and torch.equal(obs[:5, 0], torch.arange(5.0) + 10**6)
     restored.dumps(tmp_path / "next")  # borrowed chunks are read through the mapping
-    check = _buffer(tmp_path / "check")
+    check = prioritized_buffer(tmp_path / "check")
     check.loads(tmp_path / "next")
     assert torch.equal(check[:]["obs"], obs)
     _drop(rb, restored, check)
@@ -131,27 +111,26 @@ def test_deleting_the_checkpoint_while_borrowing_from_it_breaks_nothing(tmp_path
 
 def test_a_save_after_a_lazy_restore_links_the_borrowed_chunks(tmp_path):
     _saved(tmp_path)
-    restored = _buffer(tmp_path / "restored")
+    restored = prioritized_buffer(tmp_path / "restored")
     restored.loads(tmp_path / "ckpt")
     first = tmp_path / "ckpt" / (tmp_path / "ckpt" / "LATEST").read_text()
     inodes = {p.name: p.stat().st_ino for p in (first / "data").glob("*.bin")}
-    restored.extend(_rows(10, start=10**6))  # chunk 0 changes
+    restored.extend(numbered_rows(10, start=10**6))  # chunk 0 changes
     restored.dumps(tmp_path / "ckpt")  # links 1..3 from the checkpoint it borrows, then deletes it
     second = tmp_path / "ckpt" / (tmp_path / "ckpt" / "LATEST").read_text()
     assert not first.exists()
     linked = {p.name for p in (second / "data").glob("*.bin") if inodes[p.name] == p.stat().st_ino}
     assert linked == {f"{chunk}.bin" for chunk in (1, 2, 3)}
-    check = _buffer(tmp_path / "check")
+    check = prioritized_buffer(tmp_path / "check")
     check.loads(tmp_path / "ckpt")
-    for got, want in zip(_content(check), _content(restored), strict=True):
-        assert torch.equal(got, want)
+    assert_same_content(content(check), content(restored))
     _drop(restored, check)
 
 
 def test_a_pickled_storage_owns_its_chunks_first(tmp_path):
     """Another process opens the storage's files, so they must hold every row."""
     rb = _saved(tmp_path)
-    restored = _buffer(tmp_path / "restored")
+    restored = prioritized_buffer(tmp_path / "restored")
     restored.loads(tmp_path / "ckpt")
     twin = pickle.loads(pickle.dumps(restored.storage))  # opens the files, as a worker would
     assert restored.storage.borrowed_chunks == 0
@@ -162,14 +141,13 @@ def test_a_pickled_storage_owns_its_chunks_first(tmp_path):
 def test_a_dump_into_its_own_scratch_dir_owns_every_chunk_first(tmp_path):
     """Such a dump records the storage's files, which must then hold every row."""
     rb = _saved(tmp_path)
-    restored = _buffer(tmp_path / "restored")
+    restored = prioritized_buffer(tmp_path / "restored")
     restored.loads(tmp_path / "ckpt")
     restored.dumps(tmp_path / "restored")  # in place: the files are the checkpoint
     assert restored.storage.borrowed_chunks == 0
-    check = _buffer(tmp_path / "check")
+    check = prioritized_buffer(tmp_path / "check")
     check.loads(tmp_path / "restored")
-    for got, want in zip(_content(check), _content(rb), strict=True):
-        assert torch.equal(got, want)
+    assert_same_content(content(check), content(rb))
     _drop(rb, restored, check)
 
 
@@ -196,7 +174,7 @@ def test_no_mapping_fd_or_folder_is_left_behind(tmp_path):
     storage = LazyMemmapStorage(CAPACITY)  # its own temporary folder
     restored = TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=storage)
     restored.loads(tmp_path / "ckpt")
-    restored.extend(_rows(10, start=10**6))  # one chunk owned, three borrowed
+    restored.extend(numbered_rows(10, start=10**6))  # one chunk owned, three borrowed
     folder = storage.scratch_dir
     assert len(os.listdir("/proc/self/fd")) == fds  # no file kept open
     assert _mapped_lines(tmp_path / "ckpt", folder)
@@ -220,20 +198,19 @@ def test_where_chunks_cannot_be_mapped_the_restore_copies_and_says_so(
     else:  # the user's switch
         reason = "turned off by RL_REPLAY_LAZY_RESTORE=0"
         monkeypatch.setenv("RL_REPLAY_LAZY_RESTORE", "0")
-    restored = _buffer(tmp_path / "restored")
+    restored = prioritized_buffer(tmp_path / "restored")
     with caplog.at_level(logging.WARNING, logger="rl_replay._memmap"):
         restored.loads(tmp_path / "ckpt")
     assert f"by copying its chunks: {reason}" in caplog.text
     assert restored.storage.borrowed_chunks == 0
-    for got, want in zip(_content(restored), _content(rb), strict=True):
-        assert torch.equal(got, want)
+    assert_same_content(content(restored), content(rb))
     _drop(rb, restored)
 
 
 def test_a_bad_rl_replay_lazy_restore_is_named_and_loads_nothing(tmp_path, monkeypatch):
     rb = _saved(tmp_path)
     monkeypatch.setenv("RL_REPLAY_LAZY_RESTORE", "yes")
-    other = _buffer(tmp_path / "other")
+    other = prioritized_buffer(tmp_path / "other")
     with pytest.raises(ValueError, match="RL_REPLAY_LAZY_RESTORE: expected 0 or 1, received 'yes'"):
         other.loads(tmp_path / "ckpt")
     assert len(other) == 0
@@ -263,7 +240,7 @@ def test_chunk_files_of_the_earlier_format_are_refused_with_what_to_do(tmp_path)
     state = torch.load(state_file, weights_only=False)
     del state["storage"]["chunk_format"]  # as a dump of the one-file-a-key format wrote it
     torch.save(state, state_file)
-    other = _buffer(tmp_path / "other")
+    other = prioritized_buffer(tmp_path / "other")
     with pytest.raises(CheckpointError, match="expected chunk files of format 2 .* got format 1"):
         other.loads(tmp_path / "ckpt")
     _drop(rb, other)

@@ -6,23 +6,10 @@ import os
 
 import pytest
 import torch
-from rl_replay import (
-    LazyMemmapStorage,
-    LazyTensorStorage,
-    ReplayBuffer,
-    TensorDictPrioritizedReplayBuffer,
-)
+from rl_replay import LazyTensorStorage, ReplayBuffer
 from rl_replay._snapshot import CHUNK_ROWS
-from tensordict import TensorDict
 
-CAPACITY = 3 * CHUNK_ROWS + 100  # four chunks, the last one short
-
-
-def _rows(n, start=0):
-    x = torch.arange(start, start + n, dtype=torch.float32)
-    return TensorDict(
-        {"obs": x.unsqueeze(1).expand(n, 3).clone(), "done": (x % 7 == 0).unsqueeze(1)}, [n]
-    )
+from ._chunked import assert_same_content, content, numbered_rows, prioritized_buffer
 
 
 def _snapshot(path):
@@ -33,47 +20,32 @@ def _inodes(snapshot):
     return {p.name: os.stat(p).st_ino for p in (snapshot / "data").glob("*.bin")}
 
 
-def _buffer(kind, tmp_path, name="scratch"):
-    storage = (
-        LazyMemmapStorage(CAPACITY, scratch_dir=tmp_path / name)
-        if kind == "memmap"
-        else LazyTensorStorage(CAPACITY)
-    )
-    return TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=storage, batch_size=16)
-
-
-def _content(rb):
-    data = rb[:]
-    return data.get("obs"), data.get("done"), rb.sampler.tree.leaves.clone()
-
-
 @pytest.mark.parametrize("kind", ["tensor", "memmap"])
 def test_a_second_dump_links_the_chunks_no_row_of_which_was_written(kind, tmp_path):
-    rb = _buffer(kind, tmp_path)
-    rb.extend(_rows(2 * CHUNK_ROWS + 10))  # chunks 0, 1, 2 hold data
+    rb = prioritized_buffer(tmp_path / "scratch" if kind == "memmap" else None)
+    rb.extend(numbered_rows(2 * CHUNK_ROWS + 10))  # chunks 0, 1, 2 hold data
     rb.dumps(tmp_path / "ckpt")
     first = _inodes(_snapshot(tmp_path / "ckpt"))
-    rb.extend(_rows(50, start=10**6))  # rows of chunk 2 only
+    rb.extend(numbered_rows(50, start=10**6))  # rows of chunk 2 only
     rb.update_priority(torch.arange(5), torch.full((5,), 3.0))  # priorities: not row data
     rb.dumps(tmp_path / "ckpt")
     second = _inodes(_snapshot(tmp_path / "ckpt"))
     linked = {name for name in second if first.get(name) == second[name]}
     # four chunk files (each holding both leaves, obs and done); only chunk 2 was written again
     assert linked == {f"{chunk}.bin" for chunk in (0, 1, 3)}
-    other = _buffer(kind, tmp_path, "other")
+    other = prioritized_buffer(tmp_path / "other" if kind == "memmap" else None)
     other.loads(tmp_path / "ckpt")
-    for got, want in zip(_content(other), _content(rb), strict=True):
-        assert torch.equal(got, want)
+    assert_same_content(content(other), content(rb))
     assert len(other) == len(rb) and other.writer.state_dict() == rb.writer.state_dict()
 
 
 def test_a_restored_buffer_links_from_its_own_snapshot_only(tmp_path):
-    rb = _buffer("tensor", tmp_path)
-    rb.extend(_rows(CHUNK_ROWS + 5))
+    rb = prioritized_buffer()
+    rb.extend(numbered_rows(CHUNK_ROWS + 5))
     rb.dumps(tmp_path / "a")
-    rb.extend(_rows(10, start=10**6))
+    rb.extend(numbered_rows(10, start=10**6))
     rb.dumps(tmp_path / "b")  # a later snapshot, not the one loaded below
-    restored = _buffer("tensor", tmp_path)
+    restored = prioritized_buffer()
     restored.loads(tmp_path / "a")
     restored.dumps(tmp_path / "c", base=tmp_path / "b")  # b is unknown to it: nothing linked
     assert not set(_inodes(_snapshot(tmp_path / "c")).values()) & set(
@@ -81,10 +53,9 @@ def test_a_restored_buffer_links_from_its_own_snapshot_only(tmp_path):
     )
     restored.dumps(tmp_path / "d", base=tmp_path / "c")  # c is its own: everything linked
     assert _inodes(_snapshot(tmp_path / "d")) == _inodes(_snapshot(tmp_path / "c"))
-    check = _buffer("tensor", tmp_path)
+    check = prioritized_buffer()
     check.loads(tmp_path / "d")
-    for got, want in zip(_content(check), _content(restored), strict=True):
-        assert torch.equal(got, want)
+    assert_same_content(content(check), content(restored))
 
 
 def test_two_dim_storage_round_trips_in_chunks(tmp_path):
@@ -101,8 +72,8 @@ def test_a_shared_memmap_storage_stops_linking(tmp_path):
     """Pickled to another process, which may write the files unseen: every chunk is written."""
     import pickle
 
-    rb = _buffer("memmap", tmp_path)
-    rb.extend(_rows(CHUNK_ROWS + 5))
+    rb = prioritized_buffer(tmp_path / "scratch")
+    rb.extend(numbered_rows(CHUNK_ROWS + 5))
     rb.dumps(tmp_path / "ckpt")
     first = _inodes(_snapshot(tmp_path / "ckpt"))
     pickle.dumps(rb.storage)
