@@ -166,7 +166,8 @@ TASKS: dict[str, Task] = {
             "Nature-CNN `CnnPolicy`) on ALE made with frameskip 1 and no sticky actions, its "
             "{num_envs} envs stepped in a Python loop (`DummyVecEnv`), with our example's PPO "
             "settings: {steps_per_env} steps, {epochs} epochs of {num_minibatches} minibatches, lr "
-            "{lr} annealed, clip {clip_epsilon} constant, entropy {entropy_coef}. Ours: ALE's own "
+            "{lr} annealed (SB3's to 0 over the budget, ours over CleanRL's 40M frames: the same "
+            "work a step), clip {clip_epsilon} constant, entropy {entropy_coef}. Ours: ALE's own "
             "C++ vector env doing the same preprocessing (it may step its envs on threads of its "
             "own; torch has 1 thread on both sides), life loss a training-only done, one CNN trunk "
             "shared by the policy and value heads as in SB3's `CnnPolicy`.",
