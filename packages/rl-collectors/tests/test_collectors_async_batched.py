@@ -188,6 +188,10 @@ def test_bad_arguments_are_named() -> None:
     for kwargs, name in cases:
         with pytest.raises(ValueError, match=name):
             AsyncBatchedCollector(make, None, frames_per_batch=4, **kwargs)
+    with pytest.raises(ValueError, match=r"list of num_envs=3 callables .* received a list of 2"):
+        AsyncBatchedCollector([make, make], None, num_envs=3, frames_per_batch=4)
+    with pytest.raises(TypeError, match="create_env_fn: expected a callable"):
+        AsyncBatchedCollector([make, "CartPole-v1"], None, num_envs=2, frames_per_batch=4)
     from rl_envs import GymEnv
 
     with pytest.raises(ValueError, match="single env"):

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 from rl_envs import FastPathEnv
+from rl_envs.processes import env_constructors
 from rl_profiling import record
 from tensordict import TensorDictBase
 
@@ -134,16 +135,7 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
         **options: Any,
     ) -> None:
         check_async_args(num_envs, max_batch_size, min_batch_size, server_timeout, backend, options)
-        fns = (
-            list(create_env_fn)
-            if isinstance(create_env_fn, (list, tuple))
-            else [create_env_fn] * num_envs
-        )
-        if len(fns) != num_envs:
-            raise ValueError(
-                f"create_env_fn: expected one callable or a list of num_envs={num_envs}, "
-                f"got {len(fns)}"
-            )
+        fns = env_constructors(create_env_fn, num_envs, "num_envs")
         self.options = opts = CollectorOptions(**options)
         opts.check_frames(frames_per_batch, total_frames, 1)
         self.num_envs, self.backend = num_envs, backend

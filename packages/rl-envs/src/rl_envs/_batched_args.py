@@ -13,31 +13,9 @@ from typing import Any
 
 from rl_envs._batched_worker import SPEC_NAMES
 from rl_envs.processes import dumps as portable_dumps
+from rl_envs.processes import env_constructors
 
 __all__ = ["TORCHRL_ONLY", "check_args", "check_picklable", "check_same_specs"]
-
-
-def _check_fns(num_workers: Any, create_env_fn: Any) -> list[Any]:
-    """One env constructor per worker: ``create_env_fn`` repeated, or its list as given."""
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"num_workers: expected a positive int, received {num_workers!r}")
-    fns = (
-        list(create_env_fn)
-        if isinstance(create_env_fn, (list, tuple))
-        else [create_env_fn] * num_workers
-    )
-    if len(fns) != num_workers:
-        raise ValueError(
-            f"create_env_fn: expected one callable or a list of num_workers={num_workers} "
-            f"callables (one per worker), received a list of {len(fns)}"
-        )
-    for fn in fns:
-        if not callable(fn):
-            raise TypeError(
-                f"create_env_fn: expected a callable returning an EnvBase (or a list of them), "
-                f"received {type(fn).__name__}"
-            )
-    return fns
 
 
 TORCHRL_ONLY = {
@@ -69,7 +47,7 @@ def check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any,
         reason = TORCHRL_ONLY.get(name)
         raise TypeError(f"{name}: TorchRL's argument is not supported here; {reason}" if reason
                         else f"got an unexpected keyword argument {name!r}")
-    fns = _check_fns(num_workers, create_env_fn)
+    fns = env_constructors(create_env_fn, num_workers)
     if create_env_kwargs is None:
         return fns, [{} for _ in range(num_workers)]
     if isinstance(create_env_kwargs, Mapping):

@@ -26,6 +26,8 @@ its own error handling, so a failure to load reaches the trainer as the worker's
 and traceback instead of a dead process. :func:`dumps` / :func:`loads` do the same for
 bytes sent over a socket (torch.distributed, RPC). :func:`error_summary` gives the one-line
 ``Type: message`` of a worker's traceback for the trainer's error.
+:func:`env_constructors` checks what each worker is sent to build its env: one
+constructor per worker.
 
 Starting and stopping: :func:`start_process` starts a spawn-context process from any
 ``__main__`` (stdin included); :func:`stop_processes` is the one join -> terminate -> kill
@@ -48,7 +50,15 @@ from typing import Any
 
 import cloudpickle
 
-__all__ = ["Portable", "dumps", "error_summary", "loads", "start_process", "stop_processes"]
+__all__ = [
+    "Portable",
+    "dumps",
+    "env_constructors",
+    "error_summary",
+    "loads",
+    "start_process",
+    "stop_processes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -265,6 +275,47 @@ def error_summary(remote_traceback: str | None) -> str:
     last_frame = max((i for i, line in enumerate(lines) if line.startswith("  ")), default=-1)
     tail = lines[last_frame + 1:]
     return tail[0].strip() if tail else lines[-1].strip()
+
+
+def env_constructors(create_env_fn: Any, count: Any, count_name: str = "num_workers") -> list[Any]:
+    """One env constructor per worker: ``create_env_fn`` repeated, or its list as given.
+
+    Args:
+        create_env_fn: a callable returning an env, or a list (or tuple) of ``count`` of
+            them.
+        count: the number of workers.
+        count_name: the argument ``count`` was given as, named in the errors.
+
+    Returns:
+        ``count`` callables.
+
+    Raises:
+        ValueError: ``count`` is not a positive int, or the list has another length.
+        TypeError: a constructor is not callable.
+
+    Examples:
+        >>> env_constructors(dict, 2) == [dict, dict]
+        True
+        >>> env_constructors((dict, list), 2, "num_envs") == [dict, list]
+        True
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"{count_name}: expected a positive int, received {count!r}")
+    fns = (
+        list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn] * count
+    )
+    if len(fns) != count:
+        raise ValueError(
+            f"create_env_fn: expected one callable or a list of {count_name}={count} "
+            f"callables (one per worker), received a list of {len(fns)}"
+        )
+    for fn in fns:
+        if not callable(fn):
+            raise TypeError(
+                f"create_env_fn: expected a callable returning an EnvBase (or a list of them), "
+                f"received {type(fn).__name__}"
+            )
+    return fns
 
 
 def _short_repr(obj: Any, limit: int = 120) -> str:
