@@ -129,24 +129,13 @@ class SerialEnv(_BatchedEnv):
         TypeError: ``create_env_fn`` is not callable.
 
     Examples:
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> from rl_envs import Categorical, Composite, EnvBase, Unbounded
-        >>> class Coin(EnvBase):
-        ...     def __init__(self):
-        ...         super().__init__(batch_size=())
-        ...         self.observation_spec = Composite(observation=Unbounded((1,)))
-        ...         self.action_spec = Categorical(2)
-        ...     def _reset(self, td):
-        ...         return TensorDict(observation=torch.zeros(1))
-        ...     def _step(self, td):
-        ...         a = td["action"].float().reshape(1)
-        ...         return TensorDict(observation=a, reward=a, terminated=a.bool())
-        >>> env = SerialEnv(3, Coin)
+        >>> import functools
+        >>> from rl_envs import GymEnv
+        >>> env = SerialEnv(3, functools.partial(GymEnv, "CartPole-v1", num_envs=2))
         >>> env.batch_size
-        torch.Size([3])
+        torch.Size([3, 2])
         >>> env.rollout(4, break_when_any_done=False)["next", "reward"].shape
-        torch.Size([3, 4, 1])
+        torch.Size([3, 2, 4, 1])
         >>> env.close()
     """
 
