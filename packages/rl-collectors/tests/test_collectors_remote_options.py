@@ -32,6 +32,14 @@ def test_a_bad_option_is_named_whether_given_as_keyword_or_dataclass(cls: type) 
 
 
 @pytest.mark.parametrize("cls", REMOTE)
+def test_one_env_constructor_per_remote_collector(cls: type) -> None:
+    with pytest.raises(ValueError, match=r"list of num_collectors=3 callables .* list of 2"):
+        cls([MAKE_ENV, MAKE_ENV], frames_per_batch=8, num_collectors=3)
+    with pytest.raises(TypeError, match=r"create_env_fn: expected a callable .* received str"):
+        cls("CartPole-v1", frames_per_batch=8)
+
+
+@pytest.mark.parametrize("cls", REMOTE)
 def test_a_keyword_that_is_no_option_is_named(cls: type) -> None:
     with pytest.raises(
         TypeError,

@@ -10,11 +10,12 @@ from (:meth:`RemoteCollectorBase.rank_spec`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from rl_envs.processes import dumps as portable_dumps
+from rl_envs.processes import env_constructors
 from rl_profiling import profiling_env
 from tensordict import TensorDictBase
 
@@ -130,21 +131,12 @@ class RemoteCollectorBase(CollectorDriver):
 
     @staticmethod
     def _env_fns(create_env_fn: Any, num_collectors: int | None) -> list[Any]:
-        if not isinstance(create_env_fn, Sequence):
-            if not callable(create_env_fn):
-                raise TypeError(
-                    "create_env_fn: expected a callable or a list of callables, "
-                    f"got {create_env_fn!r}"
-                )
-            return [create_env_fn] * (num_collectors or 1)
-        fns = list(create_env_fn)
-        if not fns or (num_collectors is not None and len(fns) != num_collectors):
-            raise ValueError(
-                "create_env_fn: expected a non-empty list of length "
-                f"num_collectors={num_collectors}, "
-                f"got {len(fns)} constructors"
-            )
-        return fns
+        """One env constructor per remote collector; ``num_collectors`` defaults to the
+        length of the list given, else 1."""
+        if num_collectors is None:
+            listed = isinstance(create_env_fn, (list, tuple))
+            num_collectors = (len(create_env_fn) or 1) if listed else 1
+        return env_constructors(create_env_fn, num_collectors, "num_collectors")
 
     def __repr__(self) -> str:
         return (
