@@ -13,10 +13,17 @@ the sampling any implementation must do, written as plain torch on tensors:
   epsilon-greedy replacement (a uniform draw per row, a random action, a ``where``).
 
 Target: ours / limit <= 1.3 at batch 8 and 4096.
+
+And the Nature CNN (``ppo_atari.py``'s trunk) on two threads, as the example runs it:
+``ConvNet``'s channels-last layout against the same network in the NCHW layout (the same
+weights, contiguous), forward and backward on a ``[256, 4, 84, 84]`` uint8 minibatch and
+the forward alone on a collection step's ``[8, 4, 84, 84]``; fresh pixels every call.
+Informational (ours / NCHW; below 1 is faster): the layout is a choice, not an overhead.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 
@@ -26,6 +33,7 @@ from rl_modules import (
     MLP,
     EGreedyModule,
     ExplorationType,
+    NatureCNN,
     ProbabilisticActor,
     QValueActor,
     TanhNormal,
@@ -123,6 +131,41 @@ def _rows_for(name: str, make, batch: int) -> dict:
     )
 
 
+def _cnn_rows() -> list[dict]:
+    """``NatureCNN`` channels-last (ours) vs the same weights NCHW, fresh uint8 pixels."""
+    net = NatureCNN(in_channels=4)
+    nchw = copy.deepcopy(net)
+    for conv in nchw.convs.layers:
+        if isinstance(conv, nn.Conv2d):
+            conv.weight.data = conv.weight.data.contiguous()
+
+    def plain(x: torch.Tensor) -> torch.Tensor:  # ConvNet.forward without the reordering
+        return nchw.head(nchw.convs.layers(x.float().div_(255.0)))
+
+    rows = []
+    for batch, grad, calls in ((256, True, 2), (8, False, 50)):
+        pixels = [torch.randint(0, 256, (batch, 4, 84, 84), dtype=torch.uint8)
+                  for _ in range(max(4, POOL_BYTES // (batch * 4 * 84 * 84)))]
+
+        def step(model, x, grad=grad):
+            if grad:
+                model(x).sum().backward()
+            else:
+                with torch.no_grad():
+                    model(x)
+
+        best = _interleaved({"ours": lambda x: step(net, x), "nchw": lambda x: step(plain, x)},
+                            {"ours": pixels, "nchw": pixels}, calls, rounds=5)
+        what = "fwd+bwd" if grad else "fwd no_grad"
+        rows.append(dict(
+            figure=f"NatureCNN {what} [{batch}, 4, 84, 84] uint8, 2 threads: channels-last / "
+                   "NCHW (info)",
+            value=best["ours"] / 1e3, unit="ms", limit=best["nchw"] / 1e3,
+            ratio=best["ours"] / best["nchw"],
+        ))
+    return rows
+
+
 def run() -> list[dict]:
     """Every figure on one thread; returns the rows."""
     threads = torch.get_num_threads()
@@ -133,6 +176,8 @@ def run() -> list[dict]:
         for batch in BATCHES:
             rows.append(_rows_for("ProbabilisticActor(TanhNormal)", _tanh_case, batch))
             rows.append(_rows_for("QValueActor + EGreedyModule", _qvalue_case, batch))
+        torch.set_num_threads(2)
+        rows += _cnn_rows()
         return rows
     finally:
         torch.set_num_threads(threads)

@@ -48,6 +48,42 @@ def test_convnet_shapes_leading_dims_and_uint8():
         ConvNet(in_features=3, num_cells=[8, 16], strides=[1, 2, 3])
 
 
+def _nchw_reference(net: ConvNet, x: torch.Tensor) -> torch.Tensor:
+    """``net``'s layers run on NCHW copies of its weights and input: the layout it replaces."""
+    out = x.reshape(-1, *x.shape[-3:]).float().contiguous()
+    for layer in net.layers:
+        if isinstance(layer, nn.Conv2d):
+            out = torch.nn.functional.conv2d(out, layer.weight.contiguous(), layer.bias,
+                                             layer.stride, layer.padding)
+        else:
+            out = layer(out)
+    return out.reshape(*x.shape[:-3], *out.shape[1:])
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_convnet_runs_channels_last_with_the_values_and_gradients_of_nchw(lazy):
+    torch.manual_seed(0)
+    net = ConvNet(in_features=None if lazy else 4, num_cells=[8, 16], kernel_sizes=[5, 3],
+                  strides=[2, 1], activation_class=nn.ReLU)
+    x = torch.rand(2, 3, 4, 20, 20)
+    out = net(x)  # materialises a lazy first layer
+    convs = [m for m in net.layers if isinstance(m, nn.Conv2d)]
+    layouts = [c.weight.is_contiguous(memory_format=torch.channels_last) for c in convs]
+    assert layouts == ([False, True] if lazy else [True, True])
+    expected = _nchw_reference(net, x)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+    grads = torch.autograd.grad(out.square().sum(), [c.weight for c in convs])
+    reference = torch.autograd.grad(expected.square().sum(), [c.weight for c in convs])
+    for grad, ref in zip(grads, reference, strict=True):
+        assert grad.shape == ref.shape
+        torch.testing.assert_close(grad, ref, rtol=1e-4, atol=1e-5)
+    state = {k: v.contiguous() for k, v in net.state_dict().items()}  # an NCHW checkpoint
+    other = ConvNet(in_features=4, num_cells=[8, 16], kernel_sizes=[5, 3], strides=[2, 1],
+                    activation_class=nn.ReLU)
+    other.load_state_dict(state)
+    torch.testing.assert_close(other(x), out, rtol=1e-5, atol=1e-6)
+
+
 def test_nature_cnn_matches_the_paper():
     net = NatureCNN(in_channels=4, num_actions=6)
     convs = [m for m in net.modules() if isinstance(m, nn.Conv2d)]
