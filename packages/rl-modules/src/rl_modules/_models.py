@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.modules.lazy import LazyModuleMixin
 
 __all__ = ["MLP", "ConvNet", "DuelingCnnDQNet", "NatureCNN", "SquashDims"]
 
@@ -155,12 +154,12 @@ class ConvNet(nn.Module):
     Input ``[*B, C, H, W]`` (any leading dims); a ``uint8`` input is scaled to ``[0, 1]``
     first, so pixels can stay ``uint8`` in storage.
 
-    The convolutions run channels-last (NHWC): the weights are stored so (except a lazy
-    first layer's, made NCHW at its first call) and the input is reordered before the
-    first layer (the ``uint8`` pixels, before scaling). On a CPU, oneDNN's convolutions
-    are faster in that layout (``benchmarks/bench_modules.py`` times the Nature CNN's
-    forward and backward both ways). Values are those of the NCHW layout up to float
-    rounding; the output's and the parameters' shapes are unchanged (only strides).
+    The input is reordered channels-last (NHWC) before the first layer (the ``uint8``
+    pixels, before scaling), so the convolutions run in that layout: oneDNN's CPU
+    convolutions are faster there (``benchmarks/bench_modules.py`` times the Nature CNN's
+    forward and backward both ways). The weights keep torch's default layout (so
+    ``nn.init.orthogonal_`` and other in-place inits work on them as usual); values are
+    those of the NCHW layout up to float rounding, the output's shape is unchanged.
 
     Examples:
         >>> net = ConvNet(in_features=3, num_cells=[8, 8], kernel_sizes=3, strides=1)
@@ -206,9 +205,6 @@ class ConvNet(nn.Module):
             layers.append(activation_class(**(activation_kwargs or {})))
         if squash_last_layer:
             layers.append(SquashDims())
-        for layer in layers:  # a lazy first layer's weight is made NCHW at its first call
-            if isinstance(layer, nn.Conv2d) and not isinstance(layer, LazyModuleMixin):
-                layer.to(memory_format=torch.channels_last)
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
