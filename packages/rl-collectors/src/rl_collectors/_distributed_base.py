@@ -70,9 +70,9 @@ class RemoteCollectorBase(CollectorDriver):
         **keywords: Any,
     ) -> None:
         opts = RemoteOptions.merge(type(self).__name__, options, keywords)
-        self._check_options(opts)
         sync = self.default_sync if sync is None else sync
         self._setup(create_env_fn, policy, frames_per_batch, total_frames, sync, opts)
+        self._check_options(opts)  # after the arguments' own checks: a bad one is named first
         self._start(*self._make_transport(opts))
 
     def _check_options(self, opts: RemoteOptions) -> None:
