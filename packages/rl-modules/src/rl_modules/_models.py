@@ -154,8 +154,8 @@ class ConvNet(nn.Module):
     Input ``[*B, C, H, W]`` (any leading dims); a ``uint8`` input is scaled to ``[0, 1]``
     first, so pixels can stay ``uint8`` in storage.
 
-    The input is reordered channels-last (NHWC) before the first layer (the ``uint8``
-    pixels, before scaling), so the convolutions run in that layout: oneDNN's CPU
+    On the CPU the input is reordered channels-last (NHWC) before the first layer (the
+    ``uint8`` pixels, before scaling), so the convolutions run in that layout: oneDNN's
     convolutions are faster there (``benchmarks/bench_modules.py`` times the Nature CNN's
     forward and backward both ways). The weights keep torch's default layout (so
     ``nn.init.orthogonal_`` and other in-place inits work on them as usual); values are
@@ -209,7 +209,9 @@ class ConvNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-3]
-        x = x.reshape(-1, *x.shape[-3:]).contiguous(memory_format=torch.channels_last)
+        x = x.reshape(-1, *x.shape[-3:])
+        if x.device.type == "cpu":  # measured there (oneDNN); GPUs keep the input as given
+            x = x.contiguous(memory_format=torch.channels_last)
         if x.dtype == torch.uint8:
             x = x.float().div_(255.0)  # .float() keeps the channels-last strides
         out = self.layers(x)
