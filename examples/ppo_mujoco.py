@@ -4,14 +4,16 @@
     uv run examples/ppo_mujoco.py --env-id HalfCheetah-v5 # any Box-action env
 
 The pieces: a ``GymEnv`` over MuJoCo with ``VecNorm`` on the observations (running mean
-and variance, frozen copies for evaluation), an observation clip to [-10, 10] and the
-action clipped to the env's bounds on the way in (the policy's Gaussian is unbounded, its
-log-prob is that of the unclipped sample, as in CleanRL); rl-modules' ``ProbabilisticActor``
-(an ``IndependentNormal`` with a state-independent log std) and ``ValueOperator`` over
-``MLP`` s; a ``Collector``; ``GAE``; ``ClipPPOLoss`` with CleanRL's continuous-action
-defaults (2048 steps per batch, 10 epochs of 32 minibatches, lr 3e-4 annealed to 0,
-gamma 0.99, lambda 0.95, clip 0.2). The last line printed is one JSON object with the
-run's figures.
+and variance, frozen copies for evaluation), an observation clip to [-10, 10], the reward
+divided by the running std of the discounted return (``NormalizeReward``) and clipped to
+[-10, 10] (CleanRL's wrappers; ``RewardSum`` reads the reward before them, so the returns
+reported are the env's own), and the action clipped to the env's bounds on the way in (the
+policy's Gaussian is unbounded, its log-prob is that of the unclipped sample, as in
+CleanRL); rl-modules' ``ProbabilisticActor`` (an ``IndependentNormal`` with a
+state-independent log std) and ``ValueOperator`` over ``MLP`` s; a ``Collector``; ``GAE``;
+``ClipPPOLoss`` with CleanRL's continuous-action defaults (2048 steps per batch, 10 epochs
+of 32 minibatches, lr 3e-4 annealed to 0, gamma 0.99, lambda 0.95, clip 0.2).
+The last line printed is one JSON object with the run's figures.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from rl_envs import (
     DoubleToFloat,
     GymEnv,
     InitTracker,
+    NormalizeReward,
     RewardSum,
     StepCounter,
     TransformedEnv,
@@ -113,12 +116,14 @@ def parse_args() -> Config:
 
 def make_env(cfg: Config) -> TransformedEnv:
     env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs), DoubleToFloat())
+    env.append_transform(RewardSum())  # the true return, before the reward is scaled
     env.append_transform(VecNorm(in_keys=["observation"], decay=0.99999, eps=1e-2))
     env.append_transform(ClipTransform(low=-10.0, high=10.0))
+    env.append_transform(NormalizeReward(gamma=cfg.gamma))  # / running std of the return
+    env.append_transform(ClipTransform(["reward"], low=-10.0, high=10.0))
     env.append_transform(ClipTransform(in_keys=[], in_keys_inv=["action"]))  # to the env's bounds
     env.append_transform(StepCounter())
     env.append_transform(InitTracker())
-    env.append_transform(RewardSum())
     env.set_seed(cfg.seed)
     return env
 

@@ -28,6 +28,7 @@ from rl_envs._transforms_keys import CatTensors, ExcludeTransform, RenameTransfo
 from rl_envs._transforms_lib import InitTracker, RewardSum, StepCounter
 from rl_envs._transforms_obs import DoubleToFloat, ObservationNorm, TensorDictPrimer
 from rl_envs._transforms_reward import ClipTransform, RewardClipping, RewardScaling, SignTransform
+from rl_envs._transforms_reward_norm import NormalizeReward
 from rl_envs._transforms_vecnorm import VecNorm
 from rl_envs._writer import RolloutWriter
 from rl_envs.exceptions import EnvClosedError, InvalidActionError, SpecError, WorkerError
@@ -61,6 +62,7 @@ __all__ = [
     "InvalidActionError",
     "MultiCategorical",
     "NoopResetEnv",
+    "NormalizeReward",
     "ObservationNorm",
     "OneHot",
     "ParallelEnv",

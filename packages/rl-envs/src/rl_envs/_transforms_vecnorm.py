@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import torch
@@ -45,7 +45,111 @@ def _name(key: Any) -> str:
     return key if isinstance(key, str) else "_".join(key)
 
 
-class VecNorm(MapTransform):
+class SharedStatsTransform(MapTransform):
+    """Base of the transforms that learn float64 statistics per in-key, kept in shared
+    memory (``VecNorm``, ``NormalizeReward``): allocation, freezing, ``state_dict`` /
+    ``load_state_dict`` with their checks, and pickling without the env binding.
+
+    Subclasses set ``_parts`` (the statistics' names; ``"count"`` is a scalar, the others
+    have the event shape) and ``_initial`` (a part's starting value, 0 by default).
+    """
+
+    _parts: tuple[str, ...] = ()
+    _initial: dict[str, float] = {}
+
+    def __init__(self, in_keys: list[Any], out_keys: Sequence[Any] | None, lock: Any, frozen: bool):
+        super().__init__(in_keys, out_keys)
+        self.lock, self.frozen = lock, frozen
+        self._stats: dict[str, torch.Tensor] = {}
+
+    def _alloc(self, key: Any, shape: torch.Size) -> None:
+        name = _name(key)
+        for part in self._parts:
+            t = torch.full(
+                () if part == "count" else shape, self._initial.get(part, 0.0), dtype=torch.float64
+            )
+            self._stats[f"{name}_{part}"] = t.share_memory_()
+
+    def _locked(self) -> Any:
+        return self.lock if self.lock is not None else contextlib.nullcontext()
+
+    def freeze(self) -> Self:
+        """Stop updating the statistics (they are still applied)."""
+        self.frozen = True
+        return self
+
+    def unfreeze(self) -> Self:
+        """Update the statistics again."""
+        self.frozen = False
+        return self
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """A copy of the statistics: ``"<key>_<part>"`` for each in-key and part."""
+        return {k: v.clone() for k, v in self._stats.items()}
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Copy ``state_dict`` into the (shared) statistics, in place; on an error nothing
+        is copied.
+
+        Raises:
+            KeyError: a key of the statistics is missing, or an unknown key is given.
+            SpecError: an entry's shape differs from the statistics' (key, expected and
+                received shapes named).
+        """
+        cls = type(self).__name__
+        names = {f"{_name(k)}_{p}" for k in self.in_keys for p in self._parts}
+        unknown = sorted(set(state_dict) - names)
+        if unknown:
+            raise KeyError(
+                f"{cls}.load_state_dict: unexpected keys {unknown}; expected {sorted(names)}"
+            )
+        missing = sorted(names - set(state_dict))
+        if missing:
+            raise KeyError(f"{cls}.load_state_dict: missing keys {missing}")
+        first = next(p for p in self._parts if p != "count")
+        for key in self.in_keys:
+            if f"{_name(key)}_{first}" not in self._stats:
+                self._alloc(key, torch.as_tensor(state_dict[f"{_name(key)}_{first}"]).shape)
+        for name in sorted(names):
+            value, dst = torch.as_tensor(state_dict[name]), self._stats[name]
+            if value.shape != dst.shape:
+                raise SpecError(
+                    f"{cls}.load_state_dict: {name!r}: expected shape {tuple(dst.shape)}, "
+                    f"received {tuple(value.shape)}"
+                )
+        for name in names:
+            self._stats[name].copy_(torch.as_tensor(state_dict[name]))
+
+    def _out_spec(self, key: Any, spec: TensorSpec, batch_ndim: int) -> TensorSpec:
+        cls = type(self).__name__
+        if not spec.dtype.is_floating_point:
+            raise SpecError(f"{cls}: {key!r} must be floating point, received {spec.dtype}")
+        event = event_shape(spec, batch_ndim)
+        have = self._stats.get(f"{_name(key)}_{self._parts[0]}")
+        if have is None:
+            self._alloc(key, event)
+        elif have.shape != event:
+            raise SpecError(
+                f"{cls}: {key!r}: the statistics have shape {tuple(have.shape)} (expected "
+                f"event shape), the env's values have {tuple(event)} (received, batch dims "
+                f"{tuple(spec.shape[:batch_ndim])} excluded)"
+            )
+        return Unbounded(spec.shape, spec.device, spec.dtype)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the configuration and the (shared) statistics, not the env binding."""
+        state = self.__dict__.copy()
+        state["_owner"] = None
+        for bound in ("_io", "_done", "_np_io", "_done_np"):
+            state.pop(bound, None)
+        state.update({name: {} for name in self._unbound})
+        return state
+
+    _unbound: tuple[str, ...] = ()
+    """Dicts of the env binding, pickled empty (``bind`` fills them)."""
+
+
+class VecNorm(SharedStatsTransform):
     """Normalise observations (and optionally rewards) by running mean and std.
 
     TorchRL's ``VecNorm`` (same decayed statistics, ``decay`` and ``eps``). The
@@ -83,6 +187,9 @@ class VecNorm(MapTransform):
         >>> env.close()
     """
 
+    _parts = _PARTS
+    _unbound = ("_cur", "_np_stats")
+
     def __init__(
         self,
         in_keys: Sequence[Any] | None = None,
@@ -98,9 +205,8 @@ class VecNorm(MapTransform):
             raise ValueError(f"VecNorm: decay must be in (0, 1], received {decay!r}")
         if not eps > 0.0:
             raise ValueError(f"VecNorm: eps must be > 0, received {eps!r}")
-        super().__init__(key_list(in_keys, [OBSERVATION]), out_keys)
-        self.decay, self.eps, self.lock, self.frozen = float(decay), float(eps), lock, frozen
-        self._stats: dict[str, torch.Tensor] = {}
+        super().__init__(key_list(in_keys, [OBSERVATION]), out_keys, lock, frozen)
+        self.decay, self.eps = float(decay), float(eps)
         self._cur: dict[Any, tuple[torch.Tensor, torch.Tensor]] = {}
         self._np_stats: dict[Any, _NumpyStats] = {}
         if shapes is not None:
@@ -112,16 +218,10 @@ class VecNorm(MapTransform):
                 self._alloc(key, torch.Size(shape))
 
     # -- statistics ---------------------------------------------------------------------
-    def _alloc(self, key: Any, shape: torch.Size) -> None:
-        name = _name(key)
-        for part in _PARTS:
-            t = torch.zeros(() if part == "count" else shape, dtype=torch.float64)
-            self._stats[f"{name}_{part}"] = t.share_memory_()
-
     def _update(self, key: Any, x: torch.Tensor | np.ndarray) -> None:
         """Add ``x`` (``[*batch, *event]``) to ``key``'s statistics: in numpy for a numpy
         view of a key bound on the CPU, else in torch."""
-        with self.lock if self.lock is not None else contextlib.nullcontext():
+        with self._locked():
             if isinstance(x, np.ndarray):
                 self._np_stats[key].update(x, self.decay)
                 return
@@ -149,16 +249,6 @@ class VecNorm(MapTransform):
         mean = s / c
         return mean, (q / c - mean.square()).clamp_min(self.eps).sqrt()
 
-    def freeze(self) -> VecNorm:
-        """Stop updating the statistics (they are still applied)."""
-        self.frozen = True
-        return self
-
-    def unfreeze(self) -> VecNorm:
-        """Update the statistics again."""
-        self.frozen = False
-        return self
-
     def frozen_copy(self) -> VecNorm:
         """A frozen ``VecNorm`` reading the same (shared) statistics: for an evaluation env."""
         new = VecNorm(
@@ -166,56 +256,6 @@ class VecNorm(MapTransform):
         )
         new._stats = self._stats  # the same dict: statistics allocated later are shared too
         return new
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        """A copy of the statistics: ``{"<key>_sum", "<key>_ssq", "<key>_count"}`` per key."""
-        return {k: v.clone() for k, v in self._stats.items()}
-
-    def load_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Copy ``state_dict`` into the (shared) statistics, in place.
-
-        Raises:
-            KeyError: a key of the statistics is missing, or an unknown key is given.
-            SpecError: an entry's shape differs from the statistics' (key, expected and
-                received shapes named).
-        """
-        names = {f"{_name(k)}_{p}" for k in self.in_keys for p in _PARTS}
-        unknown = sorted(set(state_dict) - names)
-        if unknown:
-            raise KeyError(
-                f"VecNorm.load_state_dict: unexpected keys {unknown}; expected {sorted(names)}"
-            )
-        missing = sorted(names - set(state_dict))
-        if missing:
-            raise KeyError(f"VecNorm.load_state_dict: missing keys {missing}")
-        for key in self.in_keys:
-            if f"{_name(key)}_sum" not in self._stats:
-                self._alloc(key, torch.as_tensor(state_dict[f"{_name(key)}_sum"]).shape)
-        for name in sorted(names):
-            value, dst = torch.as_tensor(state_dict[name]), self._stats[name]
-            if value.shape != dst.shape:
-                raise SpecError(
-                    f"VecNorm.load_state_dict: {name!r}: expected shape {tuple(dst.shape)}, "
-                    f"received {tuple(value.shape)}"
-                )
-        for name in names:
-            self._stats[name].copy_(torch.as_tensor(state_dict[name]))
-
-    # -- transform ----------------------------------------------------------------------
-    def _out_spec(self, key: Any, spec: TensorSpec, batch_ndim: int) -> TensorSpec:
-        if not spec.dtype.is_floating_point:
-            raise SpecError(f"VecNorm: {key!r} must be floating point, received {spec.dtype}")
-        event = event_shape(spec, batch_ndim)
-        have = self._stats.get(f"{_name(key)}_sum")
-        if have is None:
-            self._alloc(key, event)
-        elif have.shape != event:
-            raise SpecError(
-                f"VecNorm: {key!r}: the statistics have shape {tuple(have.shape)} (expected "
-                f"event shape), the env's values have {tuple(event)} (received, batch dims "
-                f"{tuple(spec.shape[:batch_ndim])} excluded)"
-            )
-        return Unbounded(spec.shape, spec.device, spec.dtype)
 
     def bind(
         self, root: TensorDictBase, next: TensorDictBase
@@ -256,15 +296,6 @@ class VecNorm(MapTransform):
         bound = self._np_stats[key]
         np.subtract(src, bound.mean, out=dst)
         np.divide(dst, bound.std, out=dst)
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickle the configuration and the (shared) statistics, not the env binding."""
-        state = self.__dict__.copy()
-        state["_owner"] = None
-        state["_cur"], state["_np_stats"] = {}, {}
-        for bound in ("_io", "_done", "_np_io", "_done_np"):
-            state.pop(bound, None)
-        return state
 
     def __repr__(self) -> str:
         return (
