@@ -64,7 +64,7 @@ class NormalizeReward(SharedStatsTransform):
 
     _parts = ("mean", "var", "count")
     _initial = {"var": 1.0, "count": 1e-4}
-    _unbound = ("_returns", "_scale")
+    _unbound = ("_returns", "_scale", "_np_stats")
 
     def __init__(
         self,
@@ -84,6 +84,7 @@ class NormalizeReward(SharedStatsTransform):
         self.gamma, self.eps = float(gamma), float(eps)
         self._returns: dict[Any, np.ndarray] = {}
         self._scale: dict[Any, torch.Tensor] = {}
+        self._np_stats: dict[Any, tuple[np.ndarray, ...]] = {}
 
     def scale(self, key: Any = REWARD) -> torch.Tensor:
         """The current factor ``1 / sqrt(var + eps)`` of ``key`` (float64, event shape)."""
@@ -96,32 +97,25 @@ class NormalizeReward(SharedStatsTransform):
         root, next = super().bind(root, next)
         for key, src_n, *_ in self._io:
             self._returns[key] = np.zeros(src_n.shape, dtype=np.float64)  # per sub-env: ours
-            self._scale[key] = self.scale(key).to(src_n.dtype)  # the CPU, read by numpy too
+            self._scale[key] = self.scale(key).to(src_n.dtype)  # on the CPU, numpy writes it
+            stats = [self._stats[f"{_name(key)}_{p}"].numpy() for p in self._parts]
+            self._np_stats[key] = (*stats, self._scale[key].numpy())  # views, bound once
         return root, next
 
     def _observe_step(self) -> None:
+        # numpy on small arrays throughout: one MuJoCo env's step is a few tens of us
         done = self._done_np if self._done_np is not None else self._done.cpu().numpy()
         for (key, src_n, *_), views in zip(self._io, self._np_io, strict=True):
             reward = views[1] if views is not None else src_n.detach().cpu().numpy()
             g = self._returns[key]
-            g *= self.gamma
-            g += reward
+            np.multiply(g, self.gamma, out=g)
+            np.add(g, reward, out=g)
+            mean, var, count, scale = self._np_stats[key]
             if not self.frozen:
                 with self._locked():
-                    self._update(key, g)
-            self._scale[key].copy_(self.scale(key))
+                    _merge(mean, var, count, g.reshape(-1, *mean.shape))
+            np.divide(1.0, np.sqrt(var + self.eps), out=scale, casting="unsafe")
             g[done] = 0.0  # an episode ended: the next step starts a new return
-
-    def _update(self, key: Any, g: np.ndarray) -> None:
-        """Merge the batch ``g`` (``[*batch, *event]``) into ``key``'s mean and variance."""
-        mean, var, count = (self._stats[f"{_name(key)}_{p}"].numpy() for p in self._parts)
-        flat = g.reshape(-1, *mean.shape)
-        n, b_mean, b_var = flat.shape[0], flat.mean(0), flat.var(0)
-        total = count + n
-        delta = b_mean - mean
-        var[...] = (var * count + b_var * n + delta**2 * count * n / total) / total
-        mean += delta * n / total
-        count[...] = total
 
     def _observe_reset(self, mask: torch.Tensor | None) -> None:
         for g in self._returns.values():
@@ -137,10 +131,26 @@ class NormalizeReward(SharedStatsTransform):
         torch.mul(src, self._scale[key].to(src.device), out=dst)
 
     def _write_all_np(self, key: Any, src: np.ndarray, dst: np.ndarray) -> None:
-        np.multiply(src, self._scale[key].numpy(), out=dst)
+        np.multiply(src, self._np_stats[key][3], out=dst)
 
     def __repr__(self) -> str:
         return (
             f"NormalizeReward(in_keys={self.in_keys}, gamma={self.gamma}, eps={self.eps}, "
             f"frozen={self.frozen})"
         )
+
+
+def _merge(mean: np.ndarray, var: np.ndarray, count: np.ndarray, batch: np.ndarray) -> None:
+    """Merge ``batch`` (``[n, *event]``) into the running ``mean``, ``var`` and ``count``, in
+    place (Chan et al.'s parallel update, as gymnasium's ``RunningMeanStd``)."""
+    n, c = batch.shape[0], float(count)
+    b_mean = np.add.reduce(batch, 0) / n
+    dev = batch - b_mean
+    b_var = np.add.reduce(dev * dev, 0) / n
+    total = c + n
+    delta = b_mean - mean
+    var *= c
+    var += b_var * n + delta * delta * (c * n / total)
+    var /= total
+    mean += delta * (n / total)
+    count[...] = total
