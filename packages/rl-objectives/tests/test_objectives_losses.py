@@ -113,6 +113,24 @@ def test_shifted_gae_equals_two_critic_passes_and_runs_the_critic_on_fewer_rows(
     assert shift_rows == td.numel() + envs + dones - last_done
 
 
+def test_shifted_gae_reuses_root_values_a_collector_wrote():
+    critic = _critic()
+    rows = []
+    critic.module.register_forward_hook(lambda m, a, o: rows.append(a[0].shape[:-1].numel()))
+    td = _chained_rollout()
+    plain = GAE(gamma=0.97, lmbda=0.9, value_network=critic)(td.clone())
+    with_values = td.clone()
+    with torch.no_grad():
+        critic(with_values)  # the root values, as a collector running the critic writes them
+    rows.clear()
+    gae = GAE(gamma=0.97, lmbda=0.9, value_network=critic, shifted=True, skip_existing=True)
+    out = gae(with_values)
+    for key in ("advantage", "value_target", ("next", "state_value")):
+        torch.testing.assert_close(out[key], plain[key], rtol=0, atol=1e-6)
+    dones, last_done = int(td["next", "done"].sum()), int(td["next", "done"][:, -1].sum())
+    assert sum(rows) == 3 + dones - last_done  # the last steps and the resets only
+
+
 def test_shifted_gae_with_unchained_inputs_computes_every_next_value():
     critic = _critic()
     td = _rollout()  # next observations unrelated to the following root rows

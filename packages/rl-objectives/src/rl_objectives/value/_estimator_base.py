@@ -51,7 +51,9 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
             ``V(s_{t+1})`` is the following row's ``V(s_t)``. About half the critic's work
             on rollouts; for critics that map each step on its own (not a recurrent
             critic run over the time dim). ``"next"`` then gets only the value key, not
-            the critic's other outputs.
+            the critic's other outputs. With ``skip_existing`` and root values already
+            in the input (a collector that ran the actor-critic), the critic runs only on
+            those other ``"next"`` rows: the last step and the resets.
 
     Raises:
         TypeError: ``value_network`` is not a TensorDict module, or ``shifted`` is not a
@@ -121,8 +123,9 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
             subs = (tensordict, tensordict.get(_keys.NEXT))
             todo = [not (self.skip_existing and key in sub.keys(include_nested=True))
                     for sub in subs]
-            if self.shifted and all(todo):
-                self.value_network(tensordict)
+            if self.shifted and todo[1]:  # root values: the critic's, or the collector's
+                if todo[0]:
+                    self.value_network(tensordict)
                 self._shifted_next_values(tensordict)
                 return
             for sub, run in zip(subs, todo, strict=True):
