@@ -42,7 +42,10 @@ def tanh(x: Tensor, inplace: bool = False) -> Tensor:
 
 
 class _CellMath:
-    """What the two cells share: :meth:`recompute` replays a subclass's ``forward``."""
+    """What the two cells share: :meth:`recompute` replays a subclass's ``forward``, and
+    ``saved`` holds ``save_factor * H`` activations per step for both."""
+
+    save_factor = 4
 
     @classmethod
     def recompute(cls, xp, w_hh, b_hh, keep, states, outs, saved):
@@ -56,7 +59,6 @@ class LSTMCellMath(_CellMath):
 
     n_states = 2
     gate_factor = 4
-    save_factor = 4
 
     @staticmethod
     def forward(xp, w_hh, b_hh, keep, states, outs, saved):
@@ -112,7 +114,6 @@ class GRUCellMath(_CellMath):
 
     n_states = 1
     gate_factor = 3
-    save_factor = 4
 
     @staticmethod
     def forward(xp, w_hh, b_hh, keep, states, outs, saved):

@@ -46,7 +46,9 @@ def kernels(interpret: bool) -> SimpleNamespace:
         copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__)
         return triton.jit(functools.update_wrapper(copy, fn))
 
-    for helper in (_load_gates, _store_gates, _h_and_w, _add_gate, _add_d_w):
+    helpers = (_rows, _keep_at, _columns, _load_gates, _store_gates, _h_and_w, _add_gate,
+               _add_d_w)
+    for helper in helpers:
         scope[helper.__name__] = jit(helper)
     return SimpleNamespace(
         lstm_fwd=jit(_lstm_fwd_kernel),
@@ -54,6 +56,25 @@ def kernels(interpret: bool) -> SimpleNamespace:
         lstm_bwd=jit(_lstm_bwd_kernel),
         gru_bwd=jit(_gru_bwd_kernel),
     )
+
+
+def _rows(batch, BLOCK_B: tl.constexpr):
+    """This program's ``BLOCK_B`` batch rows and their mask."""
+    offs_b = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    return offs_b, offs_b < batch
+
+
+def _keep_at(keep_ptr, k, batch, offs_b, mask_b):
+    """``keep`` of step ``k`` for the rows ``offs_b``, as float32 (``0.0`` where reset)."""
+    return tl.load(keep_ptr + k * batch + offs_b, mask=mask_b, other=0.0).to(tl.float32)
+
+
+def _columns(j0, hidden, mask_b, BLOCK_H: tl.constexpr):
+    """The hidden units ``j0 + [0, BLOCK_H)``: offsets, their mask, and the mask of the
+    ``[BLOCK_B, BLOCK_H]`` block."""
+    offs_j = j0 + tl.arange(0, BLOCK_H)
+    mask_j = offs_j < hidden
+    return offs_j, mask_j, mask_b[:, None] & mask_j[None, :]
 
 
 def _load_gates(ptr, hidden, mask):
@@ -117,10 +138,9 @@ def _lstm_fwd_kernel(
     BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """LSTM chunk: ``xp`` ``[K, B, 4H]``, ``w`` ``[4H, H]``; ``saved`` gets ``i, f, g, o``."""
-    offs_b = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    mask_b = offs_b < batch
+    offs_b, mask_b = _rows(batch, BLOCK_B)
     for k in range(n_steps):
-        keep = tl.load(keep_ptr + k * batch + offs_b, mask=mask_b, other=0.0).to(tl.float32)
+        keep = _keep_at(keep_ptr, k, batch, offs_b, mask_b)
         if k == 0:
             hp_ptr = h0_ptr
             cp_ptr = c0_ptr
@@ -128,9 +148,7 @@ def _lstm_fwd_kernel(
             hp_ptr = h_ptr + (k - 1) * batch * hidden
             cp_ptr = c_ptr + (k - 1) * batch * hidden
         for j0 in range(0, hidden, BLOCK_H):
-            offs_j = j0 + tl.arange(0, BLOCK_H)
-            mask_j = offs_j < hidden
-            mask = mask_b[:, None] & mask_j[None, :]
+            offs_j, mask_j, mask = _columns(j0, hidden, mask_b, BLOCK_H)
             gate = (k * batch + offs_b[:, None]) * 4 * hidden + offs_j[None, :]
             acc_i, acc_f, acc_g, acc_o = _load_gates(xp_ptr + gate, hidden, mask)
             for k0 in range(0, hidden, BLOCK_K):
@@ -163,18 +181,15 @@ def _gru_fwd_kernel(
     BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """GRU chunk: ``xp`` ``[K, B, 3H]``, ``w`` ``[3H, H]``; ``saved`` gets ``r, z, n, hn``."""
-    offs_b = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    mask_b = offs_b < batch
+    offs_b, mask_b = _rows(batch, BLOCK_B)
     for k in range(n_steps):
-        keep = tl.load(keep_ptr + k * batch + offs_b, mask=mask_b, other=0.0).to(tl.float32)
+        keep = _keep_at(keep_ptr, k, batch, offs_b, mask_b)
         if k == 0:  # noqa: SIM108 - a runtime if, not a ternary, lowers in Triton
             hp_ptr = h0_ptr
         else:
             hp_ptr = h_ptr + (k - 1) * batch * hidden
         for j0 in range(0, hidden, BLOCK_H):
-            offs_j = j0 + tl.arange(0, BLOCK_H)
-            mask_j = offs_j < hidden
-            mask = mask_b[:, None] & mask_j[None, :]
+            offs_j, mask_j, mask = _columns(j0, hidden, mask_b, BLOCK_H)
             xrow = xp_ptr + k * batch * 3 * hidden + offs_b[:, None] * 3 * hidden + offs_j[None, :]
             acc_r = tl.load(xrow, mask=mask, other=0.0).to(tl.float32)
             acc_z = tl.load(xrow + hidden, mask=mask, other=0.0).to(tl.float32)
@@ -214,14 +229,12 @@ def _lstm_bwd_kernel(
 ):  # fmt: skip
     """LSTM chunk in reverse: ``d_pre`` ``[K, B, 4H]``; ``dh``/``dc`` ``[B, H]`` carried in
     place."""
-    offs_b = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    mask_b = offs_b < batch
+    offs_b, mask_b = _rows(batch, BLOCK_B)
     for step in range(n_steps):
         k = n_steps - 1 - step
-        keep = tl.load(keep_ptr + k * batch + offs_b, mask=mask_b, other=0.0).to(tl.float32)
+        keep = _keep_at(keep_ptr, k, batch, offs_b, mask_b)
         for j0 in range(0, hidden, BLOCK_H):
-            offs_j = j0 + tl.arange(0, BLOCK_H)
-            mask = mask_b[:, None] & (offs_j < hidden)[None, :]
+            offs_j, _, mask = _columns(j0, hidden, mask_b, BLOCK_H)
             state = offs_b[:, None] * hidden + offs_j[None, :]
             at_k = k * batch * hidden + state
             gate = (k * batch + offs_b[:, None]) * 4 * hidden + offs_j[None, :]
@@ -243,14 +256,13 @@ def _lstm_bwd_kernel(
         # dh_{t-1} = (d_pre_t @ W_hh) * keep_t, over all four gates.
         d_row = dpre_ptr + (k * batch + offs_b[:, None]) * 4 * hidden
         for j0 in range(0, hidden, BLOCK_H):
-            offs_j = j0 + tl.arange(0, BLOCK_H)
-            mask_j = offs_j < hidden
+            offs_j, mask_j, mask = _columns(j0, hidden, mask_b, BLOCK_H)
             acc = tl.full((BLOCK_B, BLOCK_H), 0.0, tl.float32)
             for q in tl.static_range(4):
                 acc = _add_d_w(acc, d_row + q * hidden, w_ptr, q, mask_b, offs_j, mask_j, hidden,
                                PRECISION, BLOCK_K)  # fmt: skip
             state = offs_b[:, None] * hidden + offs_j[None, :]
-            tl.store(dh_ptr + state, acc * keep[:, None], mask=mask_b[:, None] & mask_j[None, :])
+            tl.store(dh_ptr + state, acc * keep[:, None], mask=mask)
         tl.debug_barrier()
 
 
@@ -261,14 +273,12 @@ def _gru_bwd_kernel(
     BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """GRU chunk in reverse: ``d_pre`` ``[K, B, 4H]`` = ``(d_r, d_z, d_n_x, d_n_h)``."""
-    offs_b = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    mask_b = offs_b < batch
+    offs_b, mask_b = _rows(batch, BLOCK_B)
     for step in range(n_steps):
         k = n_steps - 1 - step
-        keep = tl.load(keep_ptr + k * batch + offs_b, mask=mask_b, other=0.0).to(tl.float32)
+        keep = _keep_at(keep_ptr, k, batch, offs_b, mask_b)
         for j0 in range(0, hidden, BLOCK_H):
-            offs_j = j0 + tl.arange(0, BLOCK_H)
-            mask = mask_b[:, None] & (offs_j < hidden)[None, :]
+            offs_j, _, mask = _columns(j0, hidden, mask_b, BLOCK_H)
             state = offs_b[:, None] * hidden + offs_j[None, :]
             gate = (k * batch + offs_b[:, None]) * 4 * hidden + offs_j[None, :]
             r, z, n, hn = _load_gates(saved_ptr + gate, hidden, mask)
@@ -283,9 +293,7 @@ def _gru_bwd_kernel(
         # dh_{t-1} = (dh * z + [d_r, d_z, d_n_h] @ W_hh) * keep_t.
         d_row = dpre_ptr + (k * batch + offs_b[:, None]) * 4 * hidden
         for j0 in range(0, hidden, BLOCK_H):
-            offs_j = j0 + tl.arange(0, BLOCK_H)
-            mask_j = offs_j < hidden
-            mask = mask_b[:, None] & mask_j[None, :]
+            offs_j, mask_j, mask = _columns(j0, hidden, mask_b, BLOCK_H)
             state = offs_b[:, None] * hidden + offs_j[None, :]
             acc = tl.load(dh_ptr + state, mask=mask, other=0.0).to(tl.float32)
             for q in tl.static_range(3):
