@@ -143,9 +143,10 @@ TASKS: dict[str, Task] = {
         [
             "SB3 runs RL-Zoo's MuJoCo defaults (`normalize: true`: `VecNormalize` of observations "
             "and rewards, both clipped to [-10, 10], eps 1e-8) with our example's batch, epochs, "
-            "rates and 64x64 tanh networks; ours normalises observations with `VecNorm` (decayed "
-            "statistics, eps 1e-2) and rewards with `NormalizeReward` (gymnasium's: the running "
-            "std of the discounted return, as `VecNormalize`'s), each clipped to [-10, 10].",
+            "rates and 64x64 tanh networks; ours normalises observations with `VecNorm` "
+            "(cumulative statistics, variance floor 1e-2) and rewards with `NormalizeReward` "
+            "(gymnasium's: the running std of the discounted return, as `VecNormalize`'s), each "
+            "clipped to [-10, 10].",
             "Both: a state-independent log std starting at 0, actions clipped to the bounds on the "
             "way to the env, lr annealed linearly to 0.",
         ],

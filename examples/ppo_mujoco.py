@@ -117,7 +117,9 @@ def parse_args() -> Config:
 def make_env(cfg: Config) -> TransformedEnv:
     env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs), DoubleToFloat())
     env.append_transform(RewardSum())  # the true return, before the reward is scaled
-    env.append_transform(VecNorm(in_keys=["observation"], decay=0.99999, eps=1e-2))
+    # cumulative statistics (decay 1), as CleanRL's NormalizeObservation: late in training
+    # they barely move, so the policy's inputs keep their meaning
+    env.append_transform(VecNorm(in_keys=["observation"], decay=1.0, eps=1e-2))
     env.append_transform(ClipTransform(low=-10.0, high=10.0))
     env.append_transform(NormalizeReward(gamma=cfg.gamma))  # / running std of the return
     env.append_transform(ClipTransform(["reward"], low=-10.0, high=10.0))
