@@ -51,7 +51,8 @@ class SharedStatsTransform(MapTransform):
     ``load_state_dict`` with their checks, and pickling without the env binding.
 
     Subclasses set ``_parts`` (the statistics' names; ``"count"`` is a scalar, the others
-    have the event shape) and ``_initial`` (a part's starting value, 0 by default).
+    have the event shape, and the first, never ``"count"``, tells it) and ``_initial`` (a
+    part's starting value, 0 by default).
     """
 
     _parts: tuple[str, ...] = ()
@@ -106,10 +107,10 @@ class SharedStatsTransform(MapTransform):
         missing = sorted(names - set(state_dict))
         if missing:
             raise KeyError(f"{cls}.load_state_dict: missing keys {missing}")
-        first = next(p for p in self._parts if p != "count")
         for key in self.in_keys:
-            if f"{_name(key)}_{first}" not in self._stats:
-                self._alloc(key, torch.as_tensor(state_dict[f"{_name(key)}_{first}"]).shape)
+            first = f"{_name(key)}_{self._parts[0]}"
+            if first not in self._stats:
+                self._alloc(key, torch.as_tensor(state_dict[first]).shape)
         for name in sorted(names):
             value, dst = torch.as_tensor(state_dict[name]), self._stats[name]
             if value.shape != dst.shape:
