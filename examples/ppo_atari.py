@@ -165,12 +165,15 @@ def main(cfg: Config) -> dict:
     steps_per_batch = cfg.num_envs * cfg.steps_per_env
     total_steps = max(cfg.total_frames // cfg.frame_skip, steps_per_batch)
     minibatch = steps_per_batch // cfg.num_minibatches
-    # Wiring: the collector runs the policy (trunk + policy head) on the env; GAE runs the
-    # critic (trunk + value head) and reads a lost life as the end of an episode; the loss
-    # trains both heads and the shared trunk from the minibatches.
-    collector = Collector(env, actor, frames_per_batch=steps_per_batch, total_frames=total_steps)
+    # Wiring: the collector runs the whole model (trunk, policy and value heads) on the env,
+    # so each step's value comes with its action, as SB3 and CleanRL get it; GAE then runs
+    # the critic only on the next steps that are not the following row (each sub-env's last
+    # step, and after a reset: `shifted`, `skip_existing`) and reads a lost life as the end
+    # of an episode; the loss trains both heads and the shared trunk from the minibatches.
+    collector = Collector(env, model, frames_per_batch=steps_per_batch, total_frames=total_steps)
     eol = env.transform[0]
-    advantage = eol.register_keys(GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic))
+    advantage = eol.register_keys(GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic,
+                                      shifted=True, skip_existing=True))
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(steps_per_batch, device=cfg.device),
                                     sampler=SamplerWithoutReplacement(), batch_size=minibatch)
     loss_fn = ClipPPOLoss(
