@@ -172,7 +172,10 @@ TASKS: dict[str, Task] = {
             "work a step), clip {clip_epsilon} constant, entropy {entropy_coef}. Ours: ALE's own "
             "C++ vector env doing the same preprocessing (it may step its envs on threads of its "
             "own; torch has 1 thread on both sides), life loss a training-only done, one CNN trunk "
-            "shared by the policy and value heads as in SB3's `CnnPolicy`.",
+            "shared by the policy and value heads as in SB3's `CnnPolicy`. Both take each "
+            "step's value while acting (ours: the collector runs the whole "
+            "`ActorValueOperator`, and GAE reuses those values with `shifted=True`); neither "
+            "runs a second CNN pass over the batch for the advantages.",
         ],
     ),
 }
