@@ -110,6 +110,27 @@ def test_slow_env_does_not_slow_the_rest() -> None:
 
 
 @pytest.mark.timeout(120)
+def test_a_batch_finished_ahead_is_not_handed_out_twice() -> None:
+    """While batch k waits on the slow env's one frame, the fast envs fill and finish
+    batch k + 1: serving k + 1 must still plan k + 2, so every frame is delivered once
+    (a stale slot was re-delivered before: frames twice, others lost)."""
+    fns = [partial(helpers.make_sleepy, 0.2, 1000)] + [partial(helpers.make_sleepy, 0.0, 1000)] * 2
+    seen: set[tuple[int, float]] = set()
+    with AsyncBatchedCollector(fns, helpers.parity_policy(), num_envs=3, frames_per_batch=4,
+                               total_frames=48) as collector:
+        for batch in collector:
+            check_frames(batch, 1000)
+            for env, obs in zip(batch["collector", "env_ids"].tolist(),
+                                batch["observation"][:, 0].tolist(), strict=True):
+                assert (env, obs) not in seen, f"env {env}'s frame at t={obs} delivered twice"
+                seen.add((env, obs))
+    assert len(seen) == 48
+    for env in range(3):  # each env's steps delivered once each, from its first on
+        steps = sorted(obs for e, obs in seen if e == env)
+        assert steps == [float(t) for t in range(len(steps))], (env, steps)
+
+
+@pytest.mark.timeout(120)
 def test_crash_of_one_env_thread_is_reported_and_everything_stops() -> None:
     fns = [partial(helpers.make_sleepy, 0.0, 5), partial(helpers.make_sleepy, 0.0, 5, fail_at=7)]
     collector = AsyncBatchedCollector(

@@ -146,12 +146,17 @@ class InferenceServer:
     def _serve(self, batch: int, next_frames: int, stop: Any) -> None:
         slot = batch % 2
         clock = time.perf_counter
-        while self.recorded[slot] < self.planned[slot]:
+        while True:
             if stop.is_set():
                 raise InterruptedError("server stopped")
+            # Checked before the loop's exit: a batch may be complete before it is served
+            # (fast envs finish it while the one before waits on a slow env); the next
+            # batch must still be planned, or its slot would be handed out stale.
             if self.target == batch and self.dispatched[slot] == self.planned[slot] and next_frames:
                 self.target = batch + 1
                 self.plan(batch + 1, next_frames)
+            if self.recorded[slot] >= self.planned[slot]:
+                return
             t0 = clock()
             ready = self.pool.wait(self._wait_time(t0))
             t1 = clock()
