@@ -63,3 +63,10 @@ def test_key_selects_the_entry_read():
         assert env.transform[0].loc.shape == (4,)
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("key", ["pixels", ("next", "observation"), ("observation", "x")])
+def test_a_key_not_in_the_spec_is_named(pendulum, key):
+    with pytest.raises(ValueError, match=r"init_stats: key: .*observation_spec.*'observation'"):
+        pendulum.transform[0].init_stats(5, key=key)
+    assert not pendulum.transform[0].initialized

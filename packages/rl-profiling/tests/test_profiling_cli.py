@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sys
@@ -154,6 +155,21 @@ def test_bad_files_exit_non_zero_with_a_clear_message(
     if content is not None:
         with pytest.raises(TraceError, match=message):
             load_trace_events(path)
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.98, 10])
+def test_a_truncated_gz_trace_is_an_error_naming_the_file(tmp_path: Path, capsys, cut) -> None:
+    events = [{"name": f"r{i}", "ph": "X", "ts": i, "dur": 1, "pid": 1, "tid": 1}
+              for i in range(2000)]
+    whole = gzip.compress(json.dumps({"traceEvents": events}).encode())
+    path = tmp_path / "run.pt.trace.json.gz"
+    path.write_bytes(whole[: int(len(whole) * cut)] if cut < 1 else whole[:cut])
+    assert main(["summary", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("rl-profile summary: error:") and str(path) in err
+    assert "truncated" in err and "Traceback" not in err
+    with pytest.raises(TraceError, match="truncated or corrupt"):
+        load_trace_events(path)
 
 
 def test_empty_trace_and_usage_errors(tmp_path: Path, capsys) -> None:

@@ -271,7 +271,8 @@ class ObservationNorm(Transform):
         Raises:
             RuntimeError: the transform is not attached to an env.
             ValueError: ``num_iter``, ``reduce_dim`` or ``cat_dim`` is out of range (for
-                instance a feature dim: the statistics are per element).
+                instance a feature dim: the statistics are per element), or ``key`` is not
+                in the parent env's ``observation_spec``.
         """
         parent = self.parent
         if parent is None:
@@ -282,6 +283,12 @@ class ObservationNorm(Transform):
             raise ValueError(f"init_stats: num_iter: expected a positive int, got {num_iter!r}")
         _check_sample_dims(reduce_dim, cat_dim, len(parent.batch_size) + 1)
         key = self.in_keys[0] if key is None else key
+        known = list(parent.observation_spec.keys(True, True))
+        if _unravel(key) not in {_unravel(k) for k in known}:
+            raise ValueError(
+                f"init_stats: key: expected an entry of the parent env's observation_spec "
+                f"({', '.join(map(repr, known))}), got {key!r}"
+            )
         data = parent.rollout(num_iter, break_when_any_done=False)
         obs = data.get(key).to(torch.float64)
         dims = tuple(range(data.batch_dims))
@@ -364,3 +371,8 @@ class ObservationNorm(Transform):
     def on_step(self) -> None:
         self._apply()
         return None
+
+
+def _unravel(key: Any) -> tuple:
+    """A nested key as a tuple (``"obs"`` and ``("obs",)`` are the same entry)."""
+    return (key,) if isinstance(key, str) else tuple(key)

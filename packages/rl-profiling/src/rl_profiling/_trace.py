@@ -18,6 +18,7 @@ import gzip
 import json
 import os
 import re
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,13 +257,19 @@ def load_trace_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        TraceError: the file is not JSON, or not a Trace Event Format document.
+        TraceError: the file is not JSON, not a Trace Event Format document, or a
+            ``.gz`` cut short; the message names the file.
     """
     path = os.fspath(path)
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as f:
             text = f.read()
+    except (EOFError, zlib.error) as err:  # a .gz cut short (a copy or a run interrupted)
+        raise TraceError(
+            f"{path}: the gzip stream is truncated or corrupt ({err}); the trace was cut "
+            "short: export it again"
+        ) from None
     except (OSError, UnicodeDecodeError) as err:
         if isinstance(err, FileNotFoundError):
             raise
