@@ -12,6 +12,12 @@ from tensordict.nn.distributions import Delta, OneHotCategorical
 
 from rl_modules._actor_value import ActorCriticWrapper, ActorValueOperator
 from rl_modules._actors import Actor, ProbabilisticActor, SafeModule, ValueOperator
+from rl_modules._batchrenorm import BatchRenorm1d
+from rl_modules._ddpg_nets import DdpgMlpActor, DdpgMlpQNet
+from rl_modules._distributional_qvalue import (
+    DistributionalQValueActor,
+    DistributionalQValueModule,
+)
 from rl_modules._distributions_continuous import IndependentNormal, TanhNormal, TruncatedNormal
 from rl_modules._distributions_discrete import MaskedCategorical
 from rl_modules._exploration import (
@@ -23,8 +29,10 @@ from rl_modules._exploration import (
     set_exploration_type,
 )
 from rl_modules._models import MLP, ConvNet, DuelingCnnDQNet, NatureCNN, SquashDims
+from rl_modules._noisy import NoisyLinear, reset_noise
 from rl_modules._qvalue import QValueActor, QValueModule
 from rl_modules._spec_guard import event_spec
+from rl_modules._tanh import TanhDelta, TanhModule
 from rl_modules.exceptions import ActionSpecError
 
 __version__ = "0.1.0"
@@ -35,8 +43,13 @@ __all__ = [
     "ActorCriticWrapper",
     "ActorValueOperator",
     "AdditiveGaussianModule",
+    "BatchRenorm1d",
     "ConvNet",
+    "DdpgMlpActor",
+    "DdpgMlpQNet",
     "Delta",
+    "DistributionalQValueActor",
+    "DistributionalQValueModule",
     "DuelingCnnDQNet",
     "EGreedyModule",
     "ExplorationType",
@@ -44,6 +57,7 @@ __all__ = [
     "MLP",
     "MaskedCategorical",
     "NatureCNN",
+    "NoisyLinear",
     "NormalParamExtractor",
     "OneHotCategorical",
     "OrnsteinUhlenbeckProcessModule",
@@ -52,11 +66,14 @@ __all__ = [
     "QValueModule",
     "SafeModule",
     "SquashDims",
+    "TanhDelta",
+    "TanhModule",
     "TanhNormal",
     "TruncatedNormal",
     "ValueOperator",
     "__version__",
     "event_spec",
     "exploration_type",
+    "reset_noise",
     "set_exploration_type",
 ]
