@@ -9,6 +9,16 @@ from rl_envs._env import EnvBase
 from rl_envs._fast_path import FastPathEnv
 from rl_envs._gym import GymEnv, GymWrapper
 from rl_envs._policy import RandomPolicy
+from rl_envs._spec_aliases import (
+    BinaryDiscreteTensorSpec,
+    BoundedTensorSpec,
+    CompositeSpec,
+    DiscreteTensorSpec,
+    MultiDiscreteTensorSpec,
+    OneHotDiscreteTensorSpec,
+    UnboundedContinuousTensorSpec,
+    UnboundedDiscreteTensorSpec,
+)
 from rl_envs._specs import Bounded, ContinuousBox, TensorSpec, Unbounded
 from rl_envs._specs_discrete import (
     Binary,
@@ -19,6 +29,7 @@ from rl_envs._specs_discrete import (
     MultiCategorical,
     OneHot,
 )
+from rl_envs._step_mdp import EnvCreator, step_mdp
 from rl_envs._transforms import Compose, Transform, TransformedEnv
 from rl_envs._transforms_action import ActionScaling
 from rl_envs._transforms_atari import EndOfLifeTransform, NoopResetEnv
@@ -26,9 +37,16 @@ from rl_envs._transforms_frames import CatFrames
 from rl_envs._transforms_image import GrayScale, Resize, ToTensorImage
 from rl_envs._transforms_keys import CatTensors, ExcludeTransform, RenameTransform, SelectTransform
 from rl_envs._transforms_lib import InitTracker, RewardSum, StepCounter
+from rl_envs._transforms_mask import ActionMask
 from rl_envs._transforms_obs import DoubleToFloat, ObservationNorm, TensorDictPrimer
 from rl_envs._transforms_reward import ClipTransform, RewardClipping, RewardScaling, SignTransform
 from rl_envs._transforms_reward_norm import NormalizeReward
+from rl_envs._transforms_shape import (
+    DTypeCastTransform,
+    FlattenObservation,
+    PermuteTransform,
+    UnsqueezeTransform,
+)
 from rl_envs._transforms_vecnorm import VecNorm
 from rl_envs._writer import RolloutWriter
 from rl_envs.exceptions import EnvClosedError, InvalidActionError, SpecError, WorkerError
@@ -36,10 +54,13 @@ from rl_envs.exceptions import EnvClosedError, InvalidActionError, SpecError, Wo
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActionMask",
     "ActionScaling",
     "Binary",
     "BinaryBox",
+    "BinaryDiscreteTensorSpec",
     "Bounded",
+    "BoundedTensorSpec",
     "BoxList",
     "CatFrames",
     "CatTensors",
@@ -48,24 +69,32 @@ __all__ = [
     "ClipTransform",
     "Compose",
     "Composite",
+    "CompositeSpec",
     "ContinuousBox",
+    "DTypeCastTransform",
+    "DiscreteTensorSpec",
     "DoubleToFloat",
     "EndOfLifeTransform",
     "EnvBase",
     "EnvClosedError",
+    "EnvCreator",
     "ExcludeTransform",
     "FastPathEnv",
+    "FlattenObservation",
     "GrayScale",
     "GymEnv",
     "GymWrapper",
     "InitTracker",
     "InvalidActionError",
     "MultiCategorical",
+    "MultiDiscreteTensorSpec",
     "NoopResetEnv",
     "NormalizeReward",
     "ObservationNorm",
     "OneHot",
+    "OneHotDiscreteTensorSpec",
     "ParallelEnv",
+    "PermuteTransform",
     "RandomPolicy",
     "RenameTransform",
     "Resize",
@@ -84,8 +113,12 @@ __all__ = [
     "Transform",
     "TransformedEnv",
     "Unbounded",
+    "UnboundedContinuousTensorSpec",
+    "UnboundedDiscreteTensorSpec",
+    "UnsqueezeTransform",
     "VecNorm",
     "WorkerError",
     "__version__",
     "check_env_specs",
+    "step_mdp",
 ]
