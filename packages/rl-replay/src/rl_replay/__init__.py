@@ -16,6 +16,7 @@ from rl_replay._samplers import RandomSampler, Sampler, SamplerWithoutReplacemen
 from rl_replay._slice import SliceSampler
 from rl_replay._storage import LazyTensorStorage, ListStorage, Storage
 from rl_replay._td_buffers import TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
+from rl_replay._torchrl_buffers import PrioritizedReplayBuffer, TensorStorage
 from rl_replay._tree import PriorityTree
 from rl_replay._tree_choice import make_priority_tree
 from rl_replay._tree_numba import NumbaPriorityTree
@@ -49,6 +50,7 @@ __all__ = [
     "ListStorage",
     "NumbaPriorityTree",
     "PRIORITY_WEIGHT",
+    "PrioritizedReplayBuffer",
     "PrioritizedSampler",
     "PriorityTree",
     "RandomSampler",
@@ -64,6 +66,7 @@ __all__ = [
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",
     "TensorDictReplayBuffer",
+    "TensorStorage",
     "TritonPriorityTree",
     "Writer",
     "__version__",

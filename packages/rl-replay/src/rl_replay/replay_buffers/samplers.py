@@ -1,0 +1,15 @@
+"""``torchrl.data.replay_buffers.samplers``'s path."""
+
+from __future__ import annotations
+
+from rl_replay._prioritized import PrioritizedSampler
+from rl_replay._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
+from rl_replay._slice import SliceSampler
+
+__all__ = [
+    "PrioritizedSampler",
+    "RandomSampler",
+    "Sampler",
+    "SamplerWithoutReplacement",
+    "SliceSampler",
+]

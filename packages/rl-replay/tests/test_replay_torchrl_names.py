@@ -1,0 +1,55 @@
+"""TensorStorage, PrioritizedReplayBuffer and TorchRL's replay module paths."""
+
+from __future__ import annotations
+
+import pytest
+import rl_replay
+import rl_replay.replay_buffers as rb_paths
+import torch
+from rl_replay import (
+    LazyTensorStorage,
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+    TensorDictReplayBuffer,
+    TensorStorage,
+)
+from rl_replay.replay_buffers import samplers, storages, writers
+from tensordict import TensorDict
+
+
+def test_tensor_storage_holds_the_given_rows_and_keeps_its_layout() -> None:
+    data = TensorDict(obs=torch.randn(10, 11), batch_size=[10, 11])
+    s = TensorStorage(data, max_size=12)
+    assert len(s) == 10 and s.max_size == 12
+    assert torch.equal(s.get(torch.tensor([3]))["obs"][0], data["obs"][3])
+    buffer = TensorDictReplayBuffer(storage=s, batch_size=4)
+    assert len(buffer) == 10 and buffer.sample()["obs"].shape == (4, 11)
+    with pytest.raises(ValueError, match="max_size"):
+        TensorStorage(torch.zeros(5), max_size=3)
+    with pytest.raises(TypeError, match="storage"):
+        TensorStorage([1, 2, 3])
+
+
+def test_prioritized_buffer_weights_follow_the_priorities() -> None:
+    torch.manual_seed(0)
+    rb = PrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(8))
+    rb.extend(torch.arange(4.0))
+    rb.update_priority(torch.arange(4), torch.tensor([1.0, 1.0, 1.0, 3.0]))
+    sample, info = rb.sample(4000, return_info=True)
+    share = (sample == 3).float().mean().item()
+    assert abs(share - 0.5) < 0.05  # p = 3 / 6
+    w = info["priority_weight"]
+    # (q_i / q_min) ** -beta: 1 for the lowest priority, 1/3 for the highest
+    assert torch.allclose(w[sample == 3], torch.full_like(w[sample == 3], 1 / 3), atol=1e-5)
+    assert isinstance(PrioritizedReplayBuffer(alpha=0.5, beta=0.5).storage,
+                      rl_replay.ListStorage)
+    with pytest.raises(ValueError, match="sampler"):
+        PrioritizedReplayBuffer(alpha=0.5, beta=0.5, sampler=rl_replay.RandomSampler())
+
+
+def test_module_paths_reexport_the_package_objects() -> None:
+    for module in (rb_paths, samplers, storages, writers):
+        assert module.__all__ == sorted(module.__all__)
+        for name in module.__all__:
+            assert getattr(module, name) is getattr(rl_replay, name), name
+    assert rb_paths.ReplayBuffer is ReplayBuffer
