@@ -390,6 +390,7 @@ API_PACKAGES = [
     "rl_modules",
     "rl_objectives",
     "rl_profiling",
+    "rl_record",
     "rl_recurrent",
     "rl_replay",
 ]
