@@ -11,11 +11,17 @@ from __future__ import annotations
 
 from rl_objectives._a2c import A2CLoss
 from rl_objectives._compile import compile_with_warmup
+from rl_objectives._crossq import CrossQLoss
+from rl_objectives._ddpg import DDPGLoss
+from rl_objectives._discrete_sac import DiscreteSACLoss
+from rl_objectives._distributional_dqn import DistributionalDQNLoss
 from rl_objectives._dqn import DQNLoss
 from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
 from rl_objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from rl_objectives._redq import REDQLoss
 from rl_objectives._sac import SACLoss
 from rl_objectives._target_updaters import HardUpdate, SoftUpdate
+from rl_objectives._td3 import TD3Loss
 from rl_objectives.exceptions import (
     MissingKeyError,
     ObjectivesError,
@@ -36,7 +42,11 @@ __version__ = "0.1.0"
 __all__ = [
     "A2CLoss",
     "ClipPPOLoss",
+    "CrossQLoss",
+    "DDPGLoss",
     "DQNLoss",
+    "DiscreteSACLoss",
+    "DistributionalDQNLoss",
     "GAE",
     "HardUpdate",
     "KLPENPPOLoss",
@@ -45,11 +55,13 @@ __all__ = [
     "MultiAgentGAE",
     "ObjectivesError",
     "PPOLoss",
+    "REDQLoss",
     "SACLoss",
     "ShapeMismatchError",
     "SoftUpdate",
     "TD0Estimator",
     "TD1Estimator",
+    "TD3Loss",
     "TDLambdaEstimator",
     "TimeDimError",
     "ValueEstimatorBase",

@@ -1,0 +1,94 @@
+"""Pieces shared by the one-step off-policy losses (TD3, DDPG, discrete SAC, C51, CrossQ,
+REDQ): reading ``r_t`` and ``m_t`` (terminated) from ``"next"``, the reduction, the
+TD(0)-only ``make_value_estimator`` and the deterministic actor's call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+
+from rl_objectives import _keys
+from rl_objectives._loss_base import ValueEstimators
+
+__all__ = [
+    "OneStepTarget",
+    "act",
+    "check_module",
+    "check_reduction",
+    "reduce",
+    "reward_terminated",
+]
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def check_reduction(reduction: str | None) -> str:
+    """``None`` means ``"mean"``; anything else outside ``mean|sum|none`` is an error."""
+    reduction = "mean" if reduction is None else reduction
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be one of {_REDUCTIONS} or None, got {reduction!r}")
+    return reduction
+
+
+def reduce(value: torch.Tensor, reduction: str) -> torch.Tensor:
+    """Mean, sum, or the element-wise value (``"none"``)."""
+    if reduction == "mean":
+        return value.mean()
+    return value.sum() if reduction == "sum" else value
+
+
+def reward_terminated(loss: Any, tensordict: TensorDictBase) -> tuple[torch.Tensor, ...]:
+    """``(next TensorDict, r_t, m_t)``, both ``[*B]``; ``m_t`` is ``done`` if no terminated."""
+    keys = loss.tensor_keys
+    nxt = loss._get(tensordict, _keys.NEXT)
+    reward = loss._get(nxt, keys.reward)
+    terminated = nxt.get(keys.terminated, None)
+    terminated = loss._get(nxt, keys.done) if terminated is None else terminated
+    batch = tensordict.batch_size
+    return nxt, reward.reshape(batch), terminated.reshape(batch)
+
+
+def act(actor: TensorDictModuleBase, tensordict: TensorDictBase) -> TensorDictBase:
+    """Run a deterministic actor on a shallow copy of ``tensordict`` (its keys only)."""
+    return actor(tensordict.select(*actor.in_keys, strict=False))
+
+
+def check_module(name: str, net: Any) -> None:
+    """A tensordict module, or a ``TypeError`` naming the argument."""
+    if not isinstance(net, TensorDictModuleBase):
+        raise TypeError(f"{name} must be a tensordict.nn module, got {type(net).__name__}")
+
+
+class OneStepTarget:
+    """Mixin: ``make_value_estimator`` that sets ``gamma`` of the one-step target (TD(0))."""
+
+    gamma: float
+
+    def make_value_estimator(
+        self, value_type: ValueEstimators | str | None = None, **hyperparams: Any
+    ) -> Any:
+        """Set the discount of the one-step (TD(0)) target, TorchRL style.
+
+        Args:
+            value_type: ``None`` or TD(0); these targets are one-step only.
+            **hyperparams: ``gamma``.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            NotImplementedError: another estimator than TD(0).
+            ValueError: an unknown hyper-parameter.
+        """
+        name = type(self).__name__
+        if value_type not in (None, ValueEstimators.TD0, "TD0", ValueEstimators.TD0.value):
+            raise NotImplementedError(
+                f"{name} builds one-step targets only (TD(0)), got {value_type!r}"
+            )
+        if set(hyperparams) - {"gamma"}:
+            raise ValueError(f"{name} takes only gamma, got {sorted(hyperparams)}")
+        self.gamma = float(hyperparams.get("gamma", self.gamma))
+        return self
