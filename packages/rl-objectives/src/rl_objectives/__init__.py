@@ -22,6 +22,7 @@ from rl_objectives._redq import REDQLoss
 from rl_objectives._sac import SACLoss
 from rl_objectives._target_updaters import HardUpdate, SoftUpdate
 from rl_objectives._td3 import TD3Loss
+from rl_objectives._value_kwargs import default_value_kwargs
 from rl_objectives.exceptions import (
     MissingKeyError,
     ObjectivesError,
@@ -35,6 +36,7 @@ from rl_objectives.value import (
     TD1Estimator,
     TDLambdaEstimator,
     ValueEstimatorBase,
+    VTrace,
 )
 
 __version__ = "0.1.0"
@@ -64,9 +66,11 @@ __all__ = [
     "TD3Loss",
     "TDLambdaEstimator",
     "TimeDimError",
+    "VTrace",
     "ValueEstimatorBase",
     "ValueEstimators",
     "__version__",
     "compile_with_warmup",
+    "default_value_kwargs",
     "distance_loss",
 ]

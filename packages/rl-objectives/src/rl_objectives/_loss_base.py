@@ -78,10 +78,11 @@ class LossModule(KeyedModule, nn.Module):
         self._value_estimator: nn.Module | None = None
 
     def _make_target(self, name: str, online: nn.Module) -> nn.Module:
-        """Register ``target_<name>``, a frozen deep copy of ``online``."""
+        """Register ``target_<name>``, a frozen deep copy of ``online`` (lazy parameters
+        not yet initialised stay lazy: the target updaters materialise them)."""
         target = copy.deepcopy(online)
         for p in target.parameters():
-            p.requires_grad_(False)
+            p.requires_grad = False  # the attribute, not requires_grad_(): lazy ones too
         setattr(self, f"target_{name}", target)
         self._target_pairs.append((name, f"target_{name}"))
         return target

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from rl_profiling import profiled
+from torch.nn.parameter import is_lazy
 
 from rl_objectives._loss_base import LossModule
 
@@ -18,16 +19,35 @@ def _check_targets(loss_module: LossModule) -> None:
         )
 
 
+def _ready_pairs(loss_module: LossModule) -> list[tuple[list, list]]:
+    """The loss's ``(online, target)`` parameter lists, without the lazy parameters not yet
+    initialised; a target still lazy whose online parameter is initialised is materialised
+    as a copy of it (a policy of lazy modules runs once before its targets exist)."""
+    pairs = []
+    for online, target in loss_module.target_pairs():
+        keep = [(o, t) for o, t in zip(online, target, strict=True) if not is_lazy(o)]
+        for o, t in keep:
+            if is_lazy(t):
+                t.materialize(o.shape, device=o.device, dtype=o.dtype)
+                t.copy_(o.detach())
+        if keep:
+            pairs.append(([o for o, _ in keep], [t for _, t in keep]))
+    return pairs
+
+
 class SoftUpdate:
     """Polyak averaging ``theta' <- (1 - tau) theta' + tau theta`` at every :meth:`step`.
 
+    Give exactly one of ``tau`` and ``eps``, as TorchRL requires. Lazy parameters not yet
+    initialised are skipped until they are (their target is then a copy).
+
     Args:
         loss_module: a loss holding target networks.
-        tau: interpolation weight, in (0, 1]; ``1 - eps`` when only ``eps`` is given.
-        eps: TorchRL's name for ``1 - tau``.
+        tau: interpolation weight, in (0, 1].
+        eps: TorchRL's other name for it: ``tau = 1 - eps``.
 
     Raises:
-        ValueError: ``tau``/``eps`` out of range or both given.
+        ValueError: neither or both of ``tau``/``eps`` given, or out of range.
 
     Examples:
         >>> import torch
@@ -40,9 +60,12 @@ class SoftUpdate:
 
     def __init__(self, loss_module: LossModule, *, tau: float | None = None,
                  eps: float | None = None) -> None:
-        if tau is not None and eps is not None:
-            raise ValueError(f"give tau or eps, not both (got tau={tau}, eps={eps})")
-        tau = (1.0 - eps if eps is not None else 0.005) if tau is None else tau
+        if (tau is None) == (eps is None):
+            raise ValueError(
+                f"tau, eps: give exactly one of them (as TorchRL requires; e.g. tau=0.005), "
+                f"received tau={tau}, eps={eps}"
+            )
+        tau = 1.0 - eps if tau is None else tau
         if not 0.0 < tau <= 1.0:
             raise ValueError(f"tau must be in (0, 1], got {tau}")
         _check_targets(loss_module)
@@ -52,7 +75,7 @@ class SoftUpdate:
     @torch.no_grad()
     def step(self) -> None:
         """Move every target parameter towards its online parameter."""
-        for online, target in self.loss_module.target_pairs():
+        for online, target in _ready_pairs(self.loss_module):
             torch._foreach_lerp_(target, [p.detach() for p in online], self.tau)
 
 
@@ -93,7 +116,7 @@ class HardUpdate:
         """Count a step; copy the parameters when the period is reached."""
         self.counter += 1
         if self.counter % self.value_network_update_interval == 0:
-            for online, target in self.loss_module.target_pairs():
+            for online, target in _ready_pairs(self.loss_module):
                 torch._foreach_copy_(target, [p.detach() for p in online])
 
     def state_dict(self) -> dict[str, int]:

@@ -1,4 +1,5 @@
-"""Return estimators: pure functions in :mod:`rl_objectives.value.functional`, modules here."""
+"""Return estimators: pure functions in :mod:`rl_objectives.value.functional`, modules here
+(TorchRL's ``torchrl.objectives.value`` path)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rl_objectives.value._estimators import (
     TD1Estimator,
     TDLambdaEstimator,
 )
+from rl_objectives.value._vtrace_estimator import VTrace
 
 __all__ = [
     "GAE",
@@ -18,6 +20,7 @@ __all__ = [
     "TD0Estimator",
     "TD1Estimator",
     "TDLambdaEstimator",
+    "VTrace",
     "ValueEstimatorBase",
     "functional",
 ]

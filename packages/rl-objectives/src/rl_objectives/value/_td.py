@@ -172,7 +172,14 @@ def td_lambda_return_estimate(
 
 
 def vec_td_lambda_return_estimate(
-    gamma, lmbda, next_state_value, reward, done, terminated=None, *, time_dim: int = -2
+    gamma: float | torch.Tensor,
+    lmbda: float | torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    *,
+    time_dim: int = -2,
 ) -> torch.Tensor:
     """TD(lambda) return by the chunked scan; equals :func:`td_lambda_return_estimate`.
 
