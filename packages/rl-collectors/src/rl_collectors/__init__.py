@@ -46,6 +46,11 @@ from rl_collectors.exceptions import (
     CollectorError,
     WorkerError,
 )
+from rl_collectors.weight_sync import (
+    MultiProcessedWeightUpdater,
+    VanillaWeightUpdater,
+    WeightUpdaterBase,
+)
 
 # TorchRL's names before 0.14 (same objects)
 SyncDataCollector = Collector
@@ -71,6 +76,7 @@ __all__ = [
     "DistributedSyncDataCollector",
     "MultiAsyncCollector",
     "MultiCollector",
+    "MultiProcessedWeightUpdater",
     "MultiSyncCollector",
     "MultiSyncDataCollector",
     "MultiaSyncDataCollector",
@@ -80,6 +86,8 @@ __all__ = [
     "RemoteOptions",
     "SyncDataCollector",
     "TrajCounter",
+    "VanillaWeightUpdater",
+    "WeightUpdaterBase",
     "WorkerError",
     "__version__",
     "aSyncDataCollector",

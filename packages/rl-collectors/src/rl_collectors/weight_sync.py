@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from torch.nn.parameter import is_lazy
 
 from rl_collectors.exceptions import CollectorError
 
@@ -32,6 +33,7 @@ __all__ = [
     "VanillaWeightUpdater",
     "WeightUpdaterBase",
     "bind_updater",
+    "has_lazy",
     "weights_of",
 ]
 
@@ -44,6 +46,8 @@ def weights_of(policy_or_weights: Any) -> TensorDictBase | None:
     if isinstance(policy_or_weights, TensorDictBase):
         return policy_or_weights
     if isinstance(policy_or_weights, torch.nn.Module):
+        if has_lazy(policy_or_weights):
+            return _initialised_weights(policy_or_weights)
         weights = TensorDict.from_module(policy_or_weights, as_module=False)
         return weights.detach() if not weights.is_empty() else None
     if policy_or_weights is None or callable(policy_or_weights):
@@ -52,6 +56,32 @@ def weights_of(policy_or_weights: Any) -> TensorDictBase | None:
         f"weights: expected an nn.Module, a TensorDict of weights or None, "
         f"got {type(policy_or_weights).__name__}"
     )
+
+
+def has_lazy(module: torch.nn.Module) -> bool:
+    """Whether ``module`` holds lazy parameters or buffers not yet initialised."""
+    tensors = (*module.parameters(), *module.buffers())
+    return any(is_lazy(t) for t in tensors)
+
+
+def _initialised_weights(module: torch.nn.Module) -> TensorDictBase:
+    """The weights of ``module`` that exist yet (lazy ones not initialised are left out:
+    there is nothing to send until the module's first forward)."""
+    named = (*module.named_parameters(), *module.named_buffers())
+    out = TensorDict()
+    for name, t in named:
+        if not is_lazy(t):
+            out.set(tuple(name.split(".")), t.detach())
+    return out
+
+
+def _materialise_like(module: torch.nn.Module, weights: TensorDictBase) -> None:
+    """Materialise ``module``'s lazy tensors that ``weights`` holds, to their shapes."""
+    for name, t in (*module.named_parameters(), *module.named_buffers()):
+        key = tuple(name.split("."))
+        if is_lazy(t) and key in weights.keys(True, True):
+            src = weights.get(key)
+            t.materialize(src.shape, device=src.device, dtype=src.dtype)
 
 
 _UNBOUND: Any = object()  # an updater built without a target, until a collector binds it
@@ -160,12 +190,19 @@ class VanillaWeightUpdater(WeightUpdaterBase):
 
     def __init__(self, target: Any = _UNBOUND, source: Any = None) -> None:
         super().__init__(source)
-        self._target = target if target is _UNBOUND else weights_of(target)
+        self._lazy_target: torch.nn.Module | None = None
+        self._target = target if target is _UNBOUND else self._weights_of_target(target)
+
+    def _weights_of_target(self, target: Any) -> Any:
+        """The target's weights; a target with lazy modules is re-read at each push."""
+        if isinstance(target, torch.nn.Module) and has_lazy(target):
+            self._lazy_target = target
+        return weights_of(target)
 
     def bind(self, target: Any, source: Any = None) -> None:
         super().bind(target, source)
         if self._target is _UNBOUND:
-            self._target = weights_of(target)
+            self._target = self._weights_of_target(target)
 
     def _check_bound(self) -> None:
         if self._target is _UNBOUND:
@@ -175,8 +212,15 @@ class VanillaWeightUpdater(WeightUpdaterBase):
             )
 
     def _push(self, weights: TensorDictBase) -> None:
+        if self._lazy_target is not None:  # materialise what the source has, then re-read
+            _materialise_like(self._lazy_target, weights)
+            self._target = weights_of(self._lazy_target)
+            if not has_lazy(self._lazy_target):
+                self._lazy_target = None
         if self._target is None:
             raise CollectorError("update_policy_weights_: the collector's policy has no weights")
+        if weights.is_empty():
+            return
         with torch.no_grad():
             self._target.update_(
                 weights.to(self._target.device) if self._target.device else weights
@@ -227,6 +271,12 @@ class MultiProcessedWeightUpdater(WeightUpdaterBase):
         """Allocate the shared copy from ``source``'s weights (once; later calls keep it)."""
         if self.shared is not None:
             return
+        if isinstance(source, torch.nn.Module) and has_lazy(source):
+            raise CollectorError(
+                f"MultiProcessedWeightUpdater: the source {type(source).__name__} has lazy "
+                "modules not yet initialised, so the workers' shared copy cannot be sized; "
+                "run the policy once first (e.g. policy(env.reset()))"
+            )
         weights = weights_of(source)
         if weights is None:
             raise CollectorError(
