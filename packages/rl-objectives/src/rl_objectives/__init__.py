@@ -4,7 +4,8 @@ Estimators (:mod:`rl_objectives.value`): ``GAE``, ``TD0Estimator``, ``TD1Estimat
 ``TDLambdaEstimator``, ``MultiAgentGAE`` and the pure functions in
 :mod:`rl_objectives.value.functional`. Losses: ``PPOLoss``, ``ClipPPOLoss``,
 ``KLPENPPOLoss``, ``A2CLoss``, ``DQNLoss``, ``SACLoss``; target updaters ``SoftUpdate`` and
-``HardUpdate``. See ``docs/objectives.md``.
+``HardUpdate``; ``make_update_step`` builds the whole learner step (compiled and
+CUDA-graphed on request). See ``docs/objectives.md``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rl_objectives._redq import REDQLoss
 from rl_objectives._sac import SACLoss
 from rl_objectives._target_updaters import HardUpdate, SoftUpdate
 from rl_objectives._td3 import TD3Loss
+from rl_objectives._update_step import UpdateStep, make_update_step
 from rl_objectives._value_kwargs import default_value_kwargs
 from rl_objectives.exceptions import (
     MissingKeyError,
@@ -66,6 +68,7 @@ __all__ = [
     "TD3Loss",
     "TDLambdaEstimator",
     "TimeDimError",
+    "UpdateStep",
     "VTrace",
     "ValueEstimatorBase",
     "ValueEstimators",
@@ -73,4 +76,5 @@ __all__ = [
     "compile_with_warmup",
     "default_value_kwargs",
     "distance_loss",
+    "make_update_step",
 ]

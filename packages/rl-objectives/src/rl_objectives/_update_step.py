@@ -1,0 +1,244 @@
+"""``make_update_step``: loss, backward, clip, optimiser step and target update as one call.
+
+The whole learner step is one function, so it can be ``torch.compile``d as one graph and,
+on CUDA, captured in a CUDA graph (LeanRL's recipe). Diagnostics come back detached; no
+``.item()`` (no host synchronisation) happens inside.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from rl_objectives._compile import compile_with_warmup
+from rl_objectives._target_updaters import SoftUpdate
+
+__all__ = ["UpdateStep", "make_update_step"]
+
+logger = logging.getLogger(__name__)
+
+_COMPILE_KEYS = ("warmup", "mode", "fullgraph", "backend", "dynamic", "options")
+
+
+def _is_loss_key(key: Any) -> bool:
+    return isinstance(key, str) and (key == "loss" or key.startswith("loss_"))
+
+
+def _graph_count() -> int:
+    """Graphs Dynamo has compiled in this process (grows on every (re)compilation)."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
+class UpdateStep:
+    """One learner update: ``loss -> backward -> clip -> optimiser.step -> target update``.
+
+    Built by :func:`make_update_step`, which documents the arguments. Calling it with a
+    batch returns the loss module's output, detached, plus ``"grad_norm"`` when clipping.
+
+    Attributes:
+        compile_seconds: wall time of the calls that compiled, recompiled or captured a
+            CUDA graph (warm-up calls excluded: they run eagerly at eager speed).
+        recompiles: recompilations after the first compilation (a changed batch shape or
+            key set); each one is logged as a warning.
+        calls: calls so far.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> from rl_objectives import DQNLoss
+        >>> net = TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["action_value"])
+        >>> loss = DQNLoss(net, action_space="categorical")
+        >>> step = make_update_step(loss, torch.optim.Adam(loss.parameters()),
+        ...                         max_grad_norm=1.0)
+        >>> td = TensorDict({"observation": torch.randn(4, 3),
+        ...                  "action": torch.zeros(4, dtype=torch.long),
+        ...                  ("next", "observation"): torch.randn(4, 3),
+        ...                  ("next", "reward"): torch.ones(4, 1),
+        ...                  ("next", "done"): torch.zeros(4, 1, dtype=torch.bool),
+        ...                  ("next", "terminated"): torch.zeros(4, 1, dtype=torch.bool)}, [4])
+        >>> sorted(step(td).keys())
+        ['grad_norm', 'loss']
+    """
+
+    def __init__(self, loss_module: nn.Module, optimizer: torch.optim.Optimizer,
+                 target_updater: Any, max_grad_norm: float | None,
+                 compile_kwargs: dict[str, Any] | None, cudagraphs: bool) -> None:
+        self.loss_module, self.optimizer = loss_module, optimizer
+        self.max_grad_norm = max_grad_norm
+        self._params = [p for g in optimizer.param_groups for p in g["params"]]
+        self._soft_pairs: tuple[list, list, float] | None = None
+        self._eager_updater = None  # stepped after the (compiled) step: HardUpdate, others
+        if isinstance(target_updater, SoftUpdate):
+            pairs = target_updater.loss_module.target_pairs()
+            targets = [t for _, ts in pairs for t in ts]
+            onlines = [o for os_, _ in pairs for o in os_]
+            self._soft_pairs = (targets, onlines, target_updater.tau)
+        elif target_updater is not None:
+            self._eager_updater = target_updater
+        self.compile_seconds, self.recompiles, self.calls = 0.0, 0, 0
+        self._compiling = compile_kwargs is not None
+        self._warmup = compile_kwargs.pop("warmup", 1) if self._compiling else 0
+        self._ready_at = self._warmup + 1 if self._compiling else 0  # the compiling call
+        fn: Callable = self._update
+        if self._compiling:
+            fn = compile_with_warmup(fn, warmup=self._warmup, **compile_kwargs)
+        if cudagraphs:
+            from tensordict.nn import CudaGraphModule
+
+            # CudaGraphModule runs its own warm-up calls, then captures: after the compile
+            # warm-up and the compiling call, two more calls warm the compiled graph.
+            self._ready_at += 2 + 1
+            fn = CudaGraphModule(fn, warmup=self._ready_at - 1)
+        self._fn = fn
+
+    def _update(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self.optimizer.zero_grad(set_to_none=True)  # first, as LeanRL: captured with the rest
+        out = self.loss_module(tensordict)
+        total = sum(v for k, v in out.items() if _is_loss_key(k))
+        result = out.detach()  # before backward: only detached tensors live past its graph break
+        total.backward()
+        if self.max_grad_norm is not None:
+            grad_norm = nn.utils.clip_grad_norm_(self._params, self.max_grad_norm)
+            result["grad_norm"] = grad_norm.detach()
+        self.optimizer.step()
+        if self._soft_pairs is not None:
+            targets, onlines, tau = self._soft_pairs
+            with torch.no_grad():
+                torch._foreach_lerp_(targets, [o.detach() for o in onlines], tau)
+        return result
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Run one update on ``tensordict``; returns the detached diagnostics."""
+        self.calls += 1
+        if not (self._compiling or self._ready_at) or self.calls < self._ready_at:
+            out = self._fn(tensordict)  # eager steps and warm-up calls
+        else:
+            graphs, start = _graph_count(), time.perf_counter()
+            out = self._fn(tensordict)
+            if self.calls == self._ready_at or _graph_count() != graphs:
+                self.compile_seconds += time.perf_counter() - start
+            if self.calls > self._ready_at and _graph_count() != graphs:
+                self.recompiles += 1
+                logger.warning(
+                    "update step recompiled (%d so far) at call %d: a guard failed (a new batch "
+                    "shape or key set, or a Python float such as a learning rate changed; "
+                    "batch keys %s, batch_size %s); TORCH_LOGS=recompiles names the guard",
+                    self.recompiles, self.calls, sorted(map(str, tensordict.keys(True, True))),
+                    list(tensordict.batch_size))
+        if self._eager_updater is not None:
+            self._eager_updater.step()
+        return out
+
+
+def _check(loss_module: Any, optimizer: Any, max_grad_norm: Any, compile: Any,
+           cudagraphs: Any) -> dict[str, Any] | None:
+    if not isinstance(loss_module, nn.Module):
+        raise TypeError(f"loss_module must be an nn.Module, got {type(loss_module).__name__}")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got "
+                        f"{type(optimizer).__name__}")
+    if max_grad_norm is not None and not (isinstance(max_grad_norm, (int, float))
+                                          and max_grad_norm > 0):
+        raise ValueError(f"max_grad_norm must be a number > 0 or None, got {max_grad_norm!r}")
+    if isinstance(compile, dict):
+        unknown = sorted(set(compile) - set(_COMPILE_KEYS))
+        if unknown:
+            raise ValueError(f"compile: unknown keys {unknown}; expected some of "
+                             f"{list(_COMPILE_KEYS)}")
+        kwargs = dict(compile)
+    elif compile is True:
+        kwargs = {}
+    elif compile is False:
+        kwargs = None
+    else:
+        raise TypeError(f"compile must be a bool or a dict of torch.compile arguments, "
+                        f"got {compile!r}")
+    if cudagraphs:
+        devices = {p.device.type for g in optimizer.param_groups for p in g["params"]}
+        if devices != {"cuda"}:
+            raise ValueError(
+                "cudagraphs=True needs every optimised parameter on a CUDA device (a CUDA "
+                f"graph replays CUDA kernels), got parameters on {sorted(devices)}")
+        capturable = all(g.get("capturable", True) or g.get("fused", False)
+                         for g in optimizer.param_groups)
+        if not capturable:
+            raise ValueError("cudagraphs=True needs a capturable optimiser (e.g. "
+                             "Adam(..., capturable=True)), got capturable=False")
+    return kwargs
+
+
+def make_update_step(
+    loss_module: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    *,
+    target_updater: Any = None,
+    max_grad_norm: float | None = None,
+    compile: bool | dict[str, Any] = False,
+    cudagraphs: bool = False,
+) -> UpdateStep:
+    """Build one learner update as a single callable ``batch -> diagnostics``.
+
+    Each call runs ``out = loss_module(batch)``, backpropagates the sum of its ``"loss"``
+    and ``"loss_*"`` entries, clips the gradient norm (optional), steps the optimiser,
+    zeroes the gradients and moves the targets. A :class:`SoftUpdate` runs inside the step
+    as one ``torch._foreach_lerp_`` (so it is compiled and captured with it); any other
+    updater (:class:`HardUpdate`, whose period is a Python counter) runs eagerly after it.
+
+    Rules (the collector's ``compile_policy`` / ``cudagraph_policy`` follow the same):
+    with ``compile``, the first ``warmup`` calls (default 1) run eagerly, the next one
+    traces and compiles (:attr:`UpdateStep.compile_seconds` times it), and later calls run
+    the compiled graph; the parameters are shared, so in-place weight changes need no
+    recompilation. A new batch shape or key set recompiles once and logs a warning. A
+    learning rate changed as a Python float between calls recompiles; give the optimiser
+    a tensor ``lr`` and change it in place. With ``cudagraphs`` (CUDA only) the step is
+    wrapped in ``tensordict.nn.CudaGraphModule``: after the compile warm-up and two
+    more warm-up calls it is captured and then replayed, so every batch must have the
+    same shapes and keys, and the optimiser must be capturable.
+
+    Args:
+        loss_module: a loss returning a TensorDict with ``"loss"`` / ``"loss_*"`` scalars
+            (every loss of this package, and any loss with that contract).
+        optimizer: the optimiser over the parameters to update.
+        target_updater: a :class:`SoftUpdate`, :class:`HardUpdate` or any object with a
+            ``step()`` method, or ``None``.
+        max_grad_norm: clip the total gradient norm to this value (and report it as
+            ``"grad_norm"``); ``None`` for no clipping.
+        compile: ``False``, ``True`` or a dict of ``warmup`` (eager calls before
+            compiling) and ``torch.compile`` arguments (``mode``, ``fullgraph``,
+            ``backend``, ``dynamic``, ``options``).
+        cudagraphs: capture the step in a CUDA graph (parameters on CUDA, capturable
+            optimiser).
+
+    Returns:
+        The :class:`UpdateStep`.
+
+    Raises:
+        TypeError: ``loss_module``, ``optimizer`` or ``compile`` of the wrong type.
+        ValueError: an unknown ``compile`` key, a non-positive ``max_grad_norm``, or
+            ``cudagraphs=True`` with parameters off CUDA or a non-capturable optimiser.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict.nn import TensorDictModule
+        >>> from rl_objectives import DQNLoss
+        >>> net = TensorDictModule(torch.nn.Linear(3, 2), ["observation"], ["action_value"])
+        >>> loss = DQNLoss(net, action_space="categorical")
+        >>> step = make_update_step(loss, torch.optim.Adam(loss.parameters()),
+        ...                         compile={"warmup": 2})
+        >>> make_update_step(loss, torch.optim.Adam(loss.parameters()), cudagraphs=True)
+        Traceback (most recent call last):
+        ...
+        ValueError: cudagraphs=True needs every optimised parameter on a CUDA device ...
+    """
+    kwargs = _check(loss_module, optimizer, max_grad_norm, compile, cudagraphs)
+    return UpdateStep(loss_module, optimizer, target_updater, max_grad_norm, kwargs,
+                      bool(cudagraphs))

@@ -1,0 +1,235 @@
+"""make_update_step: eager semantics, compiled == eager on every loss, recompiles, CUDA graphs.
+
+Compiled tests use ``backend="aot_eager"``: AOT autograd traces forward and backward as
+``torch.compile`` does, without inductor's C++ build (about 50 s per graph on this CPU
+under load; the examples and ``benchmarks/bench_update.py`` run inductor). Tolerance:
+after 3 SGD-with-momentum updates (lr 0.1), parameters agree to ``rtol=1e-4, atol=1e-5``
+(float32; the traced graph may reorder reductions). SGD, not Adam: Adam's normalised step
+turns float32 noise in a near-zero gradient component into a full ``lr``-sized move.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+from rl_objectives import (
+    A2CLoss,
+    ClipPPOLoss,
+    DQNLoss,
+    HardUpdate,
+    KLPENPPOLoss,
+    PPOLoss,
+    SACLoss,
+    SoftUpdate,
+    make_update_step,
+)
+from tensordict import TensorDict
+from tensordict.nn import (
+    NormalParamExtractor,
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
+)
+from torch._dynamo.utils import counters
+
+OBS, ACT, N = 3, 2, 16
+
+
+class _Q(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(OBS + ACT, 1)
+
+    def forward(self, observation, action):
+        return self.net(torch.cat([observation, action], -1))
+
+
+def _gaussian_actor():
+    net = torch.nn.Sequential(torch.nn.Linear(OBS, 2 * ACT), NormalParamExtractor())
+    return ProbabilisticTensorDictSequential(
+        TensorDictModule(net, ["observation"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(["loc", "scale"], ["action"], return_log_prob=True,
+                                      distribution_class=torch.distributions.Normal))
+
+
+def _critic():
+    return TensorDictModule(torch.nn.Linear(OBS, 1), ["observation"], ["state_value"])
+
+
+def _batch(seed: int, n: int = N) -> TensorDict:
+    g = torch.Generator().manual_seed(seed)
+    done = torch.rand(n, 1, generator=g) < 0.2
+    return TensorDict({
+        "observation": torch.randn(n, OBS, generator=g),
+        "action": torch.randn(n, ACT, generator=g),
+        "sample_log_prob": -torch.rand(n, generator=g),
+        "advantage": torch.randn(n, 1, generator=g),
+        "value_target": torch.randn(n, 1, generator=g),
+        "next": {"observation": torch.randn(n, OBS, generator=g),
+                 "reward": torch.randn(n, 1, generator=g), "done": done, "terminated": done},
+    }, [n])
+
+
+def _dqn_batch(seed: int, n: int = N) -> TensorDict:
+    td = _batch(seed, n).exclude("sample_log_prob", "advantage", "value_target")
+    td["action"] = torch.randint(0, ACT, (n,), generator=torch.Generator().manual_seed(seed))
+    return td
+
+
+def _dqn():
+    net = TensorDictModule(torch.nn.Linear(OBS, ACT), ["observation"], ["action_value"])
+    loss = DQNLoss(net, action_space="categorical", delay_value=True)
+    return loss, HardUpdate(loss, value_network_update_interval=2), _dqn_batch
+
+
+def _sac():
+    loss = SACLoss(_gaussian_actor(), TensorDictModule(
+        _Q(), ["observation", "action"], ["state_action_value"]))
+    return loss, SoftUpdate(loss, tau=0.1), _batch
+
+
+LOSSES = {
+    "ClipPPOLoss": lambda: (ClipPPOLoss(_gaussian_actor(), _critic()), None, _batch),
+    "PPOLoss": lambda: (PPOLoss(_gaussian_actor(), _critic()), None, _batch),
+    "KLPENPPOLoss": lambda: (KLPENPPOLoss(_gaussian_actor(), _critic()), None, _batch),
+    "A2CLoss": lambda: (A2CLoss(_gaussian_actor(), _critic()), None, _batch),
+    "DQNLoss": _dqn,
+    "SACLoss": _sac,
+}
+
+
+def _twins(name: str, compile_arg):
+    """The same loss, optimiser and updater twice (same initial weights)."""
+    torch.manual_seed(0)
+    loss, updater, make_batch = LOSSES[name]()
+    twin = copy.deepcopy(loss)
+    steps = []
+    for mod, compile_ in ((loss, False), (twin, compile_arg)):
+        upd = None if updater is None else type(updater)(mod, **(
+            {"tau": updater.tau} if isinstance(updater, SoftUpdate)
+            else {"value_network_update_interval": updater.value_network_update_interval}))
+        opt = torch.optim.SGD(mod.parameters(), lr=torch.tensor(0.1), momentum=0.9)
+        steps.append(make_update_step(mod, opt, target_updater=upd, max_grad_norm=1.0,
+                                      compile=compile_))
+    return loss, twin, steps, make_batch
+
+
+def test_eager_step_is_the_hand_written_update():
+    torch.manual_seed(0)
+    loss = ClipPPOLoss(_gaussian_actor(), _critic())
+    ref = copy.deepcopy(loss)
+    opt = torch.optim.Adam(loss.parameters(), lr=1e-2)
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
+    step = make_update_step(loss, opt, max_grad_norm=0.5)
+    for seed in range(3):
+        out = step(_batch(seed))
+        ref_out = ref(_batch(seed))
+        total = ref_out["loss_objective"] + ref_out["loss_critic"] + ref_out["loss_entropy"]
+        ref_opt.zero_grad()
+        total.backward()
+        norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+        ref_opt.step()
+        torch.testing.assert_close(out["grad_norm"], norm)
+    assert all(not v.requires_grad for v in out.values())
+    assert {"ESS", "kl_approx", "clip_fraction"} <= set(out.keys())  # diagnostics kept
+    for p, q in zip(loss.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+    assert step.compile_seconds == 0.0 and step.recompiles == 0
+
+
+def test_target_updaters_soft_in_step_hard_after_it():
+    torch.manual_seed(0)
+    loss, updater, make_batch = _dqn()
+    opt = torch.optim.Adam(loss.parameters(), lr=1e-2)
+    step = make_update_step(loss, opt, target_updater=updater)
+    target = next(loss.target_value_network.parameters())
+    step(make_batch(0))
+    assert not torch.equal(target, next(loss.value_network.parameters()))
+    step(make_batch(1))  # the second call copies (interval 2)
+    torch.testing.assert_close(target, next(loss.value_network.parameters()))
+    sac, soft, _ = _sac()
+    online, tgt = (ps[0] for ps in sac.target_pairs()[0])
+    before = tgt.detach().clone()
+    make_update_step(sac, torch.optim.Adam(sac.parameters()), target_updater=soft)(_batch(0))
+    torch.testing.assert_close(tgt, before.lerp(online.detach(), 0.1))
+
+
+_KLPEN_COMPILED = pytest.mark.xfail(reason=(
+    "KLPENPPOLoss under torch.compile: AOT autograd recomputes `beta = self.beta.clone()` in "
+    "the backward from the buffer the forward then adapts in place (beta *= factor), so the "
+    "penalty's gradient uses the new beta (grad norm 2x eager here); the fix is the loss's"))
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_KLPEN_COMPILED)
+                                  if n == "KLPENPPOLoss" else n for n in sorted(LOSSES)])
+def test_compiled_step_matches_eager_after_steps(name):
+    torch._dynamo.reset()
+    eager_loss, compiled_loss, (eager, compiled), make_batch = _twins(
+        name, {"backend": "aot_eager"})
+    for seed in range(3):  # call 1 warm-up (eager), 2 compiles, 3 runs the graph
+        torch.manual_seed(seed)
+        eager(make_batch(seed))
+        torch.manual_seed(seed)
+        out = compiled(make_batch(seed))
+    assert compiled.compile_seconds > 0 and compiled.recompiles == 0
+    assert all(not v.requires_grad for v in out.values())
+    for p, q in zip(eager_loss.parameters(), compiled_loss.parameters(), strict=True):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+
+
+def test_no_recompile_in_steady_state_and_one_per_new_shape(caplog):
+    torch._dynamo.reset()
+    loss = ClipPPOLoss(_gaussian_actor(), _critic())
+    lr = torch.tensor(1e-2)
+    opt = torch.optim.Adam(loss.parameters(), lr=lr)
+    step = make_update_step(loss, opt, compile={"backend": "aot_eager", "warmup": 1})
+    step(_batch(0))
+    step(_batch(1))  # compiles
+    graphs = counters["stats"]["unique_graphs"]
+    for seed in range(2, 6):
+        lr.fill_(1e-2 * (1 - seed / 10))  # an annealed tensor lr: no guard on it
+        step(_batch(seed))
+    assert counters["stats"]["unique_graphs"] == graphs and step.recompiles == 0
+    with caplog.at_level(logging.WARNING, logger="rl_objectives._update_step"):
+        step(_batch(6, n=2 * N))  # a new batch size: one recompilation, said
+        step(_batch(7, n=2 * N))
+    assert step.recompiles == 1
+    said = [r.getMessage() for r in caplog.records if r.name == "rl_objectives._update_step"]
+    assert len(said) == 1 and "recompiled" in said[0] and "batch_size [32]" in said[0]
+
+
+def test_bad_arguments_are_named():
+    loss = ClipPPOLoss(_gaussian_actor(), _critic())
+    opt = torch.optim.Adam(loss.parameters())
+    with pytest.raises(TypeError, match="optimizer must be"):
+        make_update_step(loss, loss.parameters())
+    with pytest.raises(ValueError, match=r"compile: unknown keys \['mdoe'\]"):
+        make_update_step(loss, opt, compile={"mdoe": "max-autotune"})
+    with pytest.raises(TypeError, match="compile must be a bool or a dict"):
+        make_update_step(loss, opt, compile="yes")
+    with pytest.raises(ValueError, match="max_grad_norm must be"):
+        make_update_step(loss, opt, max_grad_norm=0)
+    with pytest.raises(ValueError, match=r"cudagraphs=True needs .* CUDA device.*\['cpu'\]"):
+        make_update_step(loss, opt, cudagraphs=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+@pytest.mark.parametrize("compile_", [False, {"warmup": 1}])
+def test_cudagraph_step_matches_eager_on_cuda(compile_):
+    torch.manual_seed(0)
+    loss = ClipPPOLoss(_gaussian_actor(), _critic()).cuda()
+    twin = copy.deepcopy(loss)
+    steps = [make_update_step(m, torch.optim.Adam(m.parameters(), lr=1e-2, capturable=True),
+                              max_grad_norm=1.0, compile=c, cudagraphs=g)
+             for m, c, g in ((loss, False, False), (twin, compile_, True))]
+    for seed in range(8):  # warm-up, compile, CudaGraphModule's warm-up, capture, replays
+        outs = [step(_batch(seed).cuda()) for step in steps]
+    torch.testing.assert_close(outs[1]["loss_critic"], outs[0]["loss_critic"],
+                               rtol=1e-3, atol=1e-4)
+    for p, q in zip(loss.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4)
+    assert steps[1].compile_seconds > 0
