@@ -11,6 +11,7 @@ from tensordict import TensorDict, TensorDictBase
 from rl_envs._action_check import check_action
 from rl_envs._buffers import batch_mask, merge_reset, set_next, zero_buffers
 from rl_envs._composite import Composite
+from rl_envs._env_specs import EnvSpecSurface
 from rl_envs._keys import ACTION, DONE, DONE_KEYS, NEXT, RESET, REWARD
 from rl_envs._rollout import run_rollout
 from rl_envs._simple_pair import fast_reset_from_simple, fast_step_from_simple
@@ -24,7 +25,7 @@ ACTION_CHECK_STEPS = 8
 """Number of first steps on which the action's values are checked against the spec."""
 
 
-class EnvBase:
+class EnvBase(EnvSpecSurface):
     """Base class of batched environments.
 
     Specs (attributes, all with the batch shape ``batch_size`` in front):
@@ -37,7 +38,9 @@ class EnvBase:
     ``step(td)`` (writes the results under ``"next"``), ``step_and_maybe_reset(td)``
     (returns ``(td, next_root)`` and resets only the finished sub-envs), ``rollout``,
     ``rand_action``, ``rand_step``, ``set_seed``, ``fake_tensordict``, ``close`` and
-    context-manager use.
+    context-manager use; TorchRL's spec surface (``input_spec``, ``output_spec``,
+    ``full_observation_spec``, ``full_state_spec``, ``observation_keys``, ``reward_keys``,
+    ``state_keys``, ...) from :class:`~rl_envs._env_specs.EnvSpecSurface`.
 
     **Writing an env.** Implement *one* of two pairs of methods:
 

@@ -33,6 +33,13 @@ from rl_envs._specs_discrete import OneHot
 
 __all__ = ["GymEnv", "GymWrapper"]
 
+
+def _np(t: torch.Tensor) -> Any:
+    """``t`` as numpy (no copy); an action that still requires grad (a policy run without
+    ``no_grad``) is detached first, as TorchRL accepts it."""
+    return (t.detach() if t.requires_grad else t).numpy()
+
+
 class GymWrapper(EnvBase):
     """Wrap a gymnasium vector env (sync, async or numpy-vectorised) or a single env.
 
@@ -181,12 +188,12 @@ class GymWrapper(EnvBase):
     # -- fast path ----------------------------------------------------------------------
     def _to_numpy(self, action: Any) -> Any:
         if isinstance(action, torch.Tensor):
-            return action.argmax(-1).numpy() if self._onehot else action.numpy()
+            return _np(action.argmax(-1)) if self._onehot else _np(action)
         sub = action.get(ACTION)
         return (
-            {k: v.numpy() for k, v in sub.items()}
+            {k: _np(v) for k, v in sub.items()}
             if isinstance(sub, TensorDictBase)
-            else sub.numpy()
+            else _np(sub)
         )
 
     def _action_numpy(self, action: Any) -> Any:

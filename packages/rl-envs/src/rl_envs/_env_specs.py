@@ -1,0 +1,101 @@
+"""TorchRL's spec surface of an env, assembled from ``EnvBase``'s own specs.
+
+``input_spec`` / ``output_spec`` / ``specs`` are new Composites built on each access from
+the specs the env holds (``full_action_spec``, ``state_spec``, ``observation_spec``,
+``full_reward_spec``, ``full_done_spec``); to change a spec, set that spec.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rl_envs._composite import Composite
+from rl_envs._keys import DONE
+
+__all__ = ["EnvSpecSurface"]
+
+
+class EnvSpecSurface:
+    """Mixin of :class:`~rl_envs.EnvBase`: TorchRL's spec properties and key lists.
+
+    Examples:
+        >>> from rl_envs import GymEnv
+        >>> env = GymEnv("CartPole-v1", num_envs=2)
+        >>> sorted(env.input_spec.keys()), sorted(env.output_spec.keys())
+        (['full_action_spec', 'full_state_spec'], ['full_done_spec', 'full_observation_spec', \
+'full_reward_spec'])
+        >>> env.observation_keys, env.reward_keys, env.done_key
+        (['observation'], ['reward'], 'done')
+        >>> env.close()
+    """
+
+    observation_spec: Composite
+    state_spec: Composite
+    full_action_spec: Composite
+    full_reward_spec: Composite
+    full_done_spec: Composite
+
+    @property
+    def full_observation_spec(self) -> Composite:
+        """The Composite of every observation key (TorchRL's name of ``observation_spec``)."""
+        return self.observation_spec
+
+    @full_observation_spec.setter
+    def full_observation_spec(self, spec: Composite) -> None:
+        self.observation_spec = spec
+
+    @property
+    def full_state_spec(self) -> Composite:
+        """The Composite of the extra root inputs (TorchRL's name of ``state_spec``)."""
+        return self.state_spec
+
+    @full_state_spec.setter
+    def full_state_spec(self, spec: Composite) -> None:
+        self.state_spec = spec
+
+    def _compose(self, **parts: Composite) -> Composite:
+        batch = self.batch_size  # type: ignore[attr-defined]
+        return Composite(dict(parts), shape=batch, device=self.device)  # type: ignore[attr-defined]
+
+    @property
+    def input_spec(self) -> Composite:
+        """``full_action_spec`` and ``full_state_spec``: what the env reads."""
+        return self._compose(full_action_spec=self.full_action_spec,
+                             full_state_spec=self.state_spec)
+
+    @property
+    def output_spec(self) -> Composite:
+        """``full_observation_spec``, ``full_reward_spec`` and ``full_done_spec``."""
+        return self._compose(full_observation_spec=self.observation_spec,
+                             full_reward_spec=self.full_reward_spec,
+                             full_done_spec=self.full_done_spec)
+
+    @property
+    def specs(self) -> Composite:
+        """``output_spec`` and ``input_spec`` together."""
+        return self._compose(output_spec=self.output_spec, input_spec=self.input_spec)
+
+    @property
+    def observation_keys(self) -> list[Any]:
+        """Every observation key (nested keys as tuples)."""
+        return self.observation_spec.keys(True, True)
+
+    @property
+    def state_keys(self) -> list[Any]:
+        """Every state key (extra root inputs)."""
+        return self.state_spec.keys(True, True)
+
+    @property
+    def reward_keys(self) -> list[Any]:
+        """Every reward key."""
+        return self.full_reward_spec.keys(True, True)
+
+    @property
+    def done_key(self) -> str:
+        """The main done key (``"done"``)."""
+        return DONE
+
+    @property
+    def batch_locked(self) -> bool:
+        """Always True here: an env steps exactly its ``batch_size``."""
+        return True
