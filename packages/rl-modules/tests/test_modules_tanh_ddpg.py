@@ -38,6 +38,9 @@ def test_tanh_module_reads_bounds_from_spec_and_clamps():
     torch.testing.assert_close(out, torch.tensor([[0.0, 5.0], [1.0, 0.0]]))
     clamped = TanhModule(["raw"], ["action"], spec=spec, clamp=True)(td)["action"]
     assert (clamped[1, 0] < 1.0) and (clamped[1, 1] > 0.0)
+    batched = TanhModule(["raw"], ["action"], spec=Bounded(-2.0, 2.0, shape=(4, 1)))
+    big = TensorDict(raw=torch.zeros(64, 1), batch_size=[64])  # a minibatch, not 4 envs
+    assert batched(big)["action"].shape == (64, 1)
     with pytest.raises(ValueError, match="Bounded"):
         TanhModule(["raw"], spec=Categorical(3))
     with pytest.raises(ValueError, match="out_keys"):

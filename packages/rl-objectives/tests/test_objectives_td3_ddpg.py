@@ -86,6 +86,8 @@ def test_td3_noise_is_clipped_and_stays_in_the_box():
     assert near_edge.max() <= 1.0
     spec = types.SimpleNamespace(space=types.SimpleNamespace(low=-2.0, high=2.0))
     assert TD3Loss(_actor(), _critic(), action_spec=spec).high.item() == 2.0
+    batched = types.SimpleNamespace(low=torch.full((4, ACT), -3.0), high=torch.full((4, ACT), 3.0))
+    assert TD3Loss(_actor(), _critic(), action_spec=batched).low.shape == (ACT,)
 
 
 @pytest.mark.parametrize("cls", [TD3Loss, DDPGLoss])

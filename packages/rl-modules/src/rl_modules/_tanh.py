@@ -22,6 +22,8 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from torch import distributions as D
 
+from rl_modules._spec_guard import event_spec
+
 __all__ = ["TanhDelta", "TanhModule"]
 
 
@@ -118,6 +120,7 @@ def _bounds(spec: Any, low: Any, high: Any) -> tuple[Any, Any]:
         leaf = spec.get("action") if isinstance(spec, Composite) else spec
         if not isinstance(leaf, Bounded):
             raise ValueError(f"spec: expected a Bounded spec, received {type(leaf).__name__}")
+        leaf = event_spec(leaf)  # an env's batched spec: one env's bounds
         return leaf.low, leaf.high
     low = -1.0 if low is None else low
     high = 1.0 if high is None else high

@@ -45,6 +45,8 @@ def _bounds(action_spec: Any, bounds: Any) -> tuple[torch.Tensor, torch.Tensor]:
             )
         low, high = box.low, box.high
     low, high = torch.as_tensor(low).float(), torch.as_tensor(high).float()
+    while low.ndim > 1 and bool((low == low[0]).all() and (high == high[0]).all()):
+        low, high = low[0], high[0]  # an env's batched spec: the bounds of one env
     if not bool((low < high).all()):
         raise ValueError(f"bounds: low must be < high, got low={low}, high={high}")
     return low, high
@@ -73,7 +75,8 @@ class TD3Loss(OneStepTarget, LossModule):
         qvalue_network: a tensordict module reading the observation and ``action`` and
             writing ``state_action_value``: the critics' template (copy 0 keeps its
             values, the others are re-initialised).
-        action_spec: a ``Bounded`` action spec giving ``low``/``high`` (or ``bounds``).
+        action_spec: a ``Bounded`` action spec giving ``low``/``high`` (or ``bounds``); an
+            env's batched spec is fine (equal bounds along the batch dims are collapsed).
         bounds: ``(low, high)`` floats or tensors (or ``action_spec``).
         num_qvalue_nets: number of critics (``>= 1``; TD3's 2).
         policy_noise: std of the target action noise.
