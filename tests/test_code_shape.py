@@ -18,7 +18,7 @@ import rl_envs
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("rl_profiling", "rl_envs", "rl_collectors", "rl_replay", "rl_objectives",
-            "rl_recurrent", "rl_modules", "rl_record")
+            "rl_recurrent", "rl_modules", "rl_record", "rl_trainers")
 MAX_PARAMETERS = 15
 COLLECTORS = ROOT / "packages" / "rl-collectors" / "src" / "rl_collectors"
 PRIVATE_ACCESS_ALLOWED: set[tuple[str, str]] = set()

@@ -393,6 +393,7 @@ API_PACKAGES = [
     "rl_record",
     "rl_recurrent",
     "rl_replay",
+    "rl_trainers",
 ]
 
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").exists())
 EXPECTED = {
     "rl-profiling", "rl-envs", "rl-collectors", "rl-replay", "rl-objectives", "rl-recurrent",
-    "rl-modules", "rl-record",
+    "rl-modules", "rl-record", "rl-trainers",
 }
 # distribution name -> import names it provides
 IMPORT_NAMES = {"tensordict": {"tensordict"}, "torch": {"torch"}, "numpy": {"numpy"}}
