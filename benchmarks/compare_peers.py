@@ -63,6 +63,8 @@ class Task:
             our example's ``Config`` defaults replace them where it has them.
         differences: what differs between the two setups, besides the code; ``{field}``
             is filled in from the ``Config`` SB3 is given (ours where it exists).
+        overrides: ``Config`` fields set on both sides: passed to our example as flags
+            (``--algo td3``) and over the ``Config`` SB3 is given.
     """
 
     env_id: str
@@ -71,6 +73,7 @@ class Task:
     example: str
     fallback: dict
     differences: list[str]
+    overrides: dict = dataclasses.field(default_factory=dict)
 
 
 _PPO_CLEANRL = {"num_envs": 1, "steps_per_env": 2048, "lr": 3e-4, "gamma": 0.99, "lmbda": 0.95,
@@ -113,6 +116,28 @@ _SAC_DIFFS = [
     "SB3 samples uniformly at random for `learning_starts` frames and trains once past them; "
     "ours the same (`init_random_frames`).",
 ]
+_TD3_ZOO = {"algo": "td3", "policy_delay": 2, "lr": 1e-3, "learning_starts": 10_000,
+             "exploration_noise": 0.1, "hidden": 256, "batch_size": 256}
+_TD3_DIFFS = [
+    "SB3 runs RL-Zoo's MuJoCo `TD3` entry (hyperparams/td3.yml): lr {lr}, batch {batch_size}, "
+    "{learning_starts:,} random frames first, Gaussian action noise of std {exploration_noise} "
+    "(times the bound), one gradient step per frame, policy delay {policy_delay}, target policy "
+    "noise 0.2 clipped to 0.5; the same in our `sac_mujoco.py --algo td3`.",
+    "Network sizes: RL-Zoo's `net_arch` is [400, 300]; both sides run {hidden}x{hidden} ReLU "
+    "here (our example has one width for both layers).",
+    "SB3 steps its env in a Python loop (`DummyVecEnv`), ours in gymnasium's vector env.",
+]
+_CROSSQ_CONTRIB = {"algo": "crossq", "policy_delay": 3, "lr": 1e-3, "learning_starts": 100,
+                   "hidden": 256, "critic_hidden": 2048, "batch_size": 256}
+_CROSSQ_DIFFS = [
+    "sb3-contrib's `CrossQ` with its documented defaults (lr {lr}, batch {batch_size}, "
+    "{learning_starts} random frames, policy delay {policy_delay}, actor {hidden}x{hidden}, "
+    "critics {critic_hidden}x{critic_hidden} with batch renormalisation, momentum 0.01, "
+    "100k warm-up steps); ours `sac_mujoco.py --algo crossq` with the same sizes.",
+    "sb3-contrib puts a batch-renorm layer on the critics' input as well and uses Adam with "
+    "beta1 0.5; ours normalises after each hidden layer and keeps Adam's beta1 0.9.",
+    "SB3 steps its env in a Python loop (`DummyVecEnv`), ours in gymnasium's vector env.",
+]
 TASKS: dict[str, Task] = {
     "ppo-cartpole": Task(
         "CartPole-v1",
@@ -153,6 +178,13 @@ TASKS: dict[str, Task] = {
     ),
     "sac-halfcheetah": Task(
         "HalfCheetah-v5", 100_000, 3000.0, "sac_mujoco", _SAC_CLEANRL, _SAC_DIFFS
+    ),
+    "td3-halfcheetah": Task(
+        "HalfCheetah-v5", 100_000, 3000.0, "sac_mujoco", _SAC_CLEANRL, _TD3_DIFFS, _TD3_ZOO
+    ),
+    "crossq-halfcheetah": Task(
+        "HalfCheetah-v5", 100_000, None, "sac_mujoco", _SAC_CLEANRL, _CROSSQ_DIFFS,
+        _CROSSQ_CONTRIB,
     ),
     "ppo-breakout": Task(
         "ALE/Breakout-v5",
@@ -197,7 +229,8 @@ def example_config(name: str) -> dict | None:
 
 def sb3_config(task: Task) -> dict:
     """What SB3 is given: our example's ``Config`` defaults over the task's fallback."""
-    return task.fallback | (example_config(task.example) or {}) | {"env_id": task.env_id}
+    ours = example_config(task.example) or {}
+    return task.fallback | ours | task.overrides | {"env_id": task.env_id}
 
 
 def describe(text: str, config: dict) -> str:
@@ -238,6 +271,8 @@ def run_ours(task: Task, seed: int, frames: int, timeout: float) -> dict:
         tb = Path(tmp) / "tb"
         args = [f"examples/{task.example}.py", "--env-id", task.env_id, "--seed", str(seed),
                 "--total-frames", str(frames), "--threads", "1"]
+        for field, value in task.overrides.items():
+            args += ["--" + field.replace("_", "-"), str(value)]
         proc = subprocess.run([sys.executable, *args, "--logdir", str(tb)], cwd=ROOT, env=_env(),
                               capture_output=True, text=True, timeout=timeout, check=False)
         result = _last_json(proc, f"ours ({task.example}.py seed {seed})")

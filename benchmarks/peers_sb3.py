@@ -24,9 +24,10 @@ from collections import deque
 from collections.abc import Callable
 
 import torch
-from stable_baselines3 import PPO, SAC
+from stable_baselines3 import PPO, SAC, TD3
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+from stable_baselines3.common.noise import NormalActionNoise
 from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
@@ -182,6 +183,47 @@ def sac(seed: int, ours: dict) -> tuple[SAC, dict]:
     return model, shown
 
 
+def td3(seed: int, ours: dict) -> tuple[TD3, dict]:
+    """RL-Zoo's MuJoCo TD3 settings as our example's ``--algo td3`` ``Config`` holds them."""
+    n, steps = ours["num_envs"], ours["steps_per_env"]
+    env = make_vec_env(ours["env_id"], n_envs=n, seed=seed)
+    n_act = env.action_space.shape[-1]
+    sigma = ours["exploration_noise"] * float(env.action_space.high.max())
+    width = [ours["hidden"]] * 2
+    shown = {"n_envs": n, "vec_env": "DummyVecEnv", "buffer_size": ours["buffer_size"],
+             "batch_size": ours["batch_size"], "learning_rate": ours["lr"],
+             "gamma": ours["gamma"], "tau": ours["tau"],
+             "learning_starts": ours["learning_starts"], "train_freq": [steps, "step"],
+             "gradient_steps": round(n * steps * ours["updates_per_frame"]),
+             "policy_delay": ours["policy_delay"], "action_noise": f"normal({sigma})",
+             "net_arch": width, "activation": "ReLU"}
+    model = TD3("MlpPolicy", env, buffer_size=ours["buffer_size"],
+                batch_size=ours["batch_size"], learning_rate=ours["lr"], gamma=ours["gamma"],
+                tau=ours["tau"], learning_starts=ours["learning_starts"],
+                train_freq=(steps, "step"), gradient_steps=shown["gradient_steps"],
+                policy_delay=ours["policy_delay"],
+                action_noise=NormalActionNoise(torch.zeros(n_act).numpy(),
+                                               sigma * torch.ones(n_act).numpy()),
+                policy_kwargs={"net_arch": width}, seed=seed, device="cpu")
+    return model, shown
+
+
+def crossq(seed: int, ours: dict) -> tuple[object, dict]:
+    """sb3-contrib's ``CrossQ`` (its documented defaults; sizes as our ``Config``)."""
+    from sb3_contrib import CrossQ  # the peers group's sb3-contrib (>= 2.4)
+
+    env = make_vec_env(ours["env_id"], n_envs=ours["num_envs"], seed=seed)
+    net_arch = {"pi": [ours["hidden"]] * 2, "qf": [ours["critic_hidden"]] * 2}
+    shown = {"learning_rate": ours["lr"], "batch_size": ours["batch_size"],
+             "learning_starts": ours["learning_starts"], "policy_delay": ours["policy_delay"],
+             "buffer_size": ours["buffer_size"], "net_arch": net_arch}
+    model = CrossQ("MlpPolicy", env, learning_rate=ours["lr"], batch_size=ours["batch_size"],
+                   learning_starts=ours["learning_starts"], policy_delay=ours["policy_delay"],
+                   buffer_size=ours["buffer_size"], policy_kwargs={"net_arch": net_arch},
+                   seed=seed, device="cpu")
+    return model, shown
+
+
 def ppo_atari(seed: int, ours: dict) -> tuple[PPO, dict]:
     """RL-Zoo's ``atari`` setup (AtariWrapper, 4 stacked frames, Nature-CNN ``CnnPolicy``)
     with our example's PPO settings."""
@@ -238,6 +280,8 @@ BUILDERS: dict[str, Callable[[int, dict], tuple]] = {
     "ppo-hopper": ppo_mujoco,
     "sac-pendulum": sac,
     "sac-halfcheetah": sac,
+    "td3-halfcheetah": td3,
+    "crossq-halfcheetah": crossq,
     "ppo-breakout": ppo_atari,
 }
 

@@ -3,6 +3,8 @@ CleanRL's ``sac_continuous_action.py`` settings.
 
     uv run examples/sac_mujoco.py                        # HalfCheetah-v5, 100k frames
     uv run examples/sac_mujoco.py --env-id Hopper-v5     # any Box-action env
+    uv run examples/sac_mujoco.py --algo td3 --policy-delay 2      # TD3Loss, same loop
+    uv run examples/sac_mujoco.py --algo crossq --policy-delay 3 --critic-hidden 2048
 
 Everything but the defaults is ``sac_pendulum.py`` (read it top to bottom there): a
 ``GymEnv`` with ``DoubleToFloat`` and ``RewardSum``; rl-modules' ``ProbabilisticActor``

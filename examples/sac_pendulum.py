@@ -26,11 +26,21 @@ from collections import deque
 import torch
 from rl_collectors import Checkpointer, Collector
 from rl_envs import DoubleToFloat, GymEnv, RewardSum, TransformedEnv
-from rl_modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
-from rl_objectives import SACLoss, SoftUpdate
+from rl_modules import (
+    MLP,
+    Actor,
+    AdditiveGaussianModule,
+    BatchRenorm1d,
+    NormalParamExtractor,
+    ProbabilisticActor,
+    TanhModule,
+    TanhNormal,
+    ValueOperator,
+)
+from rl_objectives import CrossQLoss, SACLoss, SoftUpdate, TD3Loss
 from rl_profiling import RunReport
 from rl_replay import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
-from tensordict.nn import TensorDictModule
+from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
 
 
@@ -60,6 +70,13 @@ class Config:
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
+        algo: ``sac``; ``td3`` (a deterministic tanh actor with Gaussian exploration noise,
+            ``TD3Loss``: twin critics, target policy smoothing); or ``crossq``
+            (``CrossQLoss``: critics with ``BatchRenorm1d``, no target critics).
+        policy_delay: gradient steps per actor (and temperature, and target) update
+            (TD3's 2, CrossQ's 3; 1: every step).
+        exploration_noise: TD3's action noise std, as a fraction of the action bound.
+        critic_hidden: width of the critics' two hidden layers (0: ``hidden``).
     """
 
     env_id: str = "Pendulum-v1"
@@ -82,6 +99,10 @@ class Config:
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
+    algo: str = "sac"
+    policy_delay: int = 1
+    exploration_noise: float = 0.1
+    critic_hidden: int = 0
 
 
 def parse_args(config: type[Config] = Config, doc: str = __doc__) -> Config:
@@ -112,23 +133,60 @@ def make_env(cfg: Config) -> TransformedEnv:
 def make_agent(env: TransformedEnv, cfg: Config):
     n_obs = env.observation_spec["observation"].shape[-1]
     n_act = env.action_spec.shape[-1]
-    net = nn.Sequential(
-        MLP(n_obs, 2 * n_act, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
-        NormalParamExtractor(),
-    )
-    # TanhNormal takes the action's low/high from the env's Bounded action spec
-    actor = ProbabilisticActor(
-        TensorDictModule(net, ["observation"], ["loc", "scale"]),
-        ["loc", "scale"],
-        spec=env.action_spec,
-        distribution_class=TanhNormal,
-    )
-    # Q(s, a): the MLP concatenates its two inputs
+    if cfg.algo == "td3":  # mu(s) squashed into the action bounds
+        actor = TensorDictSequential(
+            Actor(MLP(n_obs, n_act, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
+                  out_keys=["param"]),
+            TanhModule(["param"], ["action"], spec=env.action_spec),
+        )
+    else:
+        net = nn.Sequential(
+            MLP(n_obs, 2 * n_act, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
+            NormalParamExtractor(),
+        )
+        # TanhNormal takes the action's low/high from the env's Bounded action spec
+        actor = ProbabilisticActor(
+            TensorDictModule(net, ["observation"], ["loc", "scale"]),
+            ["loc", "scale"],
+            spec=env.action_spec,
+            distribution_class=TanhNormal,
+        )
+    # Q(s, a): the MLP concatenates its two inputs; CrossQ's critics batch-renormalise
+    norm = {"norm_class": BatchRenorm1d, "norm_kwargs": {"momentum": 0.01,
+            "warmup_steps": 100_000}} if cfg.algo == "crossq" else {}
     qvalue = ValueOperator(
-        MLP(n_obs + n_act, 1, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU),
+        MLP(n_obs + n_act, 1, num_cells=cfg.critic_hidden or cfg.hidden, depth=2,
+            activation_class=nn.ReLU, **norm),
         in_keys=["observation", "action"],
     )
     return actor.to(cfg.device), qvalue.to(cfg.device)
+
+
+def make_loss(actor, qvalue, env: TransformedEnv, cfg: Config):
+    """The loss of ``cfg.algo`` and its target updater (``None``: CrossQ has no targets)."""
+    if cfg.algo not in ("sac", "td3", "crossq"):
+        raise ValueError(f"--algo: expected sac, td3 or crossq, got {cfg.algo!r}")
+    if cfg.algo == "crossq":
+        return CrossQLoss(actor, qvalue, loss_function="l2", gamma=cfg.gamma,
+                          action_spec=env.action_spec), None
+    if cfg.algo == "td3":
+        bound = float(env.action_spec.high.max())  # TD3's noise is relative to the bound
+        loss_fn = TD3Loss(actor, qvalue, action_spec=env.action_spec, loss_function="l2",
+                          policy_noise=0.2 * bound, noise_clip=0.5 * bound, gamma=cfg.gamma)
+    else:
+        loss_fn = SACLoss(actor, qvalue, num_qvalue_nets=2, loss_function="l2",
+                          gamma=cfg.gamma, action_spec=env.action_spec)
+    return loss_fn, SoftUpdate(loss_fn, tau=cfg.tau)
+
+
+def exploring_policy(actor, env: TransformedEnv, cfg: Config):
+    """What the collector runs: TD3's actor plus Gaussian noise; SAC's samples itself."""
+    if cfg.algo != "td3":
+        return actor
+    sigma = cfg.exploration_noise * float(env.action_spec.high.max())
+    noise = AdditiveGaussianModule(env.action_spec, sigma_init=sigma, sigma_end=sigma,
+                                   annealing_num_steps=1)
+    return TensorDictSequential(actor, noise.to(cfg.device))
 
 
 def make_logger(cfg: Config):
@@ -152,7 +210,7 @@ def main(cfg: Config) -> dict:
     # critics; the collector's actor is the trained one (same module, same device).
     collector = Collector(
         env,
-        actor,
+        exploring_policy(actor, env, cfg),
         frames_per_batch=frames_per_batch,
         total_frames=cfg.total_frames,
         init_random_frames=cfg.learning_starts,
@@ -160,13 +218,11 @@ def main(cfg: Config) -> dict:
     )
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size, device=cfg.device),
                                     sampler=RandomSampler(), batch_size=cfg.batch_size)
-    loss_fn = SACLoss(actor, qvalue, num_qvalue_nets=2, loss_function="l2", gamma=cfg.gamma,
-                      action_spec=env.action_spec)
-    target_updater = SoftUpdate(loss_fn, tau=cfg.tau)
+    loss_fn, target_updater = make_loss(actor, qvalue, env, cfg)
     optim = torch.optim.Adam([p for p in loss_fn.parameters() if p.requires_grad], lr=cfg.lr)
     logger, returns = make_logger(cfg), deque(maxlen=20)
     timing = RunReport(
-        f"SAC {cfg.env_id}", profile=cfg.profile or None
+        f"{cfg.algo.upper()} {cfg.env_id}", profile=cfg.profile or None
     )  # every phase timed; a trace
     from tqdm import tqdm
 
@@ -193,7 +249,8 @@ def main(cfg: Config) -> dict:
         if frames >= cfg.learning_starts:
             owed += batch.numel() * cfg.updates_per_frame
             while owed >= 1.0:
-                losses = train_step(buffer, loss_fn, optim, target_updater, timing)
+                losses = train_step(buffer, loss_fn, optim, target_updater, timing,
+                                    actor_step=updates % cfg.policy_delay == 0)
                 owed, updates = owed - 1.0, updates + 1
         timing.step(batch.numel())
         mean_return = sum(returns) / max(len(returns), 1)
@@ -228,19 +285,23 @@ def main(cfg: Config) -> dict:
     }
 
 
-def train_step(buffer, loss_fn: SACLoss, optim, target_updater: SoftUpdate, timing: RunReport):
-    """One gradient step of actor, critics and temperature, then a Polyak target update."""
+def train_step(buffer, loss_fn, optim, target_updater: SoftUpdate | None, timing: RunReport,
+               actor_step: bool = True):
+    """One gradient step of the critics and, on ``actor_step``, of the actor and temperature
+    (TD3 and CrossQ delay them), then a Polyak update of the targets (if any)."""
     with timing.add_time("replay"):
         sample = buffer.sample()
     with timing.add_time("loss"):
         losses = loss_fn(sample)
-        loss = losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]
+        loss = sum(v for k, v in losses.items()
+                   if k == "loss_qvalue" or (actor_step and k in ("loss_actor", "loss_alpha")))
     with timing.add_time("backward"):
         optim.zero_grad(set_to_none=True)
         loss.backward()
     with timing.add_time("optimiser"):
         optim.step()
-        target_updater.step()
+        if target_updater is not None and actor_step:
+            target_updater.step()
     return losses
 
 
@@ -249,7 +310,10 @@ def log_scalars(logger, frames: int, mean_return: float | None, fps: float, loss
         logger.add_scalar("charts/episodic_return", mean_return, frames)
     logger.add_scalar("charts/SPS", fps, frames)
     if losses is not None:
+        present = set(losses.keys())
         for key in ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy"):
+            if key not in present:
+                continue  # TD3 has no temperature
             name = key.removeprefix("loss_") + "_loss" if key.startswith("loss_") else key
             logger.add_scalar(f"losses/{name}", float(losses[key].detach()), frames)
 
