@@ -387,6 +387,7 @@ def test_results_page_is_what_its_script_renders(tmp_path: Path, monkeypatch: py
 API_PACKAGES = [
     "rl_collectors",
     "rl_envs",
+    "rl_migrate",
     "rl_modules",
     "rl_objectives",
     "rl_profiling",
