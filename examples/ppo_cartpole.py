@@ -32,7 +32,9 @@ from rl_envs import GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
 from rl_modules import MLP, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
 from rl_profiling import RunReport
+from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
+from rl_trainers import record_video
 from tensordict.nn import TensorDictModule
 from torch import nn
 
@@ -63,7 +65,12 @@ class Config:
         seed: seed of torch and of the envs.
         threads: torch intra-op threads (1 is fastest for networks this small).
         device: device of the networks and the loss.
-        logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+        logdir: where the logger writes (its last part names the run; scalars named like
+            CleanRL's); none when empty.
+        logger: ``csv``, ``tensorboard``, ``wandb`` (offline unless WANDB_MODE=online) or
+            ``mlflow`` (``rl_record.experiment_logger``).
+        video: record one deterministic evaluation episode at the end, to the logger
+            (``runs/...`` when ``logdir`` is empty).
         profile: record a torch.profiler Chrome trace of a few batches.
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
@@ -89,6 +96,8 @@ class Config:
     threads: int = 1
     device: str = "cpu"
     logdir: str = ""
+    logger: str = "tensorboard"
+    video: bool = False
     profile: bool = False
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
@@ -106,9 +115,10 @@ def parse_args() -> Config:
     return Config(**vars(parser.parse_args()))
 
 
-def make_env(cfg: Config) -> TransformedEnv:
+def make_env(cfg: Config, **gym_kwargs) -> TransformedEnv:
     env = GymEnv(
-        cfg.env_id, num_envs=cfg.num_envs, vectorization_mode=cfg.vectorization_mode or None
+        cfg.env_id, num_envs=cfg.num_envs, vectorization_mode=cfg.vectorization_mode or None,
+        **gym_kwargs,
     )
     env = TransformedEnv(env, StepCounter())
     env.append_transform(InitTracker())
@@ -143,11 +153,8 @@ def make_agent(env: TransformedEnv, cfg: Config):
 
 
 def make_logger(cfg: Config):
-    if not cfg.logdir:
-        return None
-    from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
-
-    return SummaryWriter(cfg.logdir)
+    # rl_record: --logger csv|tensorboard|wandb|mlflow under --logdir (CleanRL's names)
+    return experiment_logger(cfg.logger, cfg.logdir, cfg, video=cfg.video, model_name="ppo")
 
 
 def main(cfg: Config) -> dict:
@@ -258,6 +265,11 @@ def main(cfg: Config) -> dict:
         result["trace"] = timing.trace
         print(f"Chrome trace: {timing.trace} (open in https://ui.perfetto.dev or run "
               f"`rl-profile summary {timing.trace}`)")
+    if cfg.video:  # one deterministic episode, rendered, to the logger (rl_trainers)
+        video_cfg = dataclasses.replace(cfg, num_envs=1, vectorization_mode="sync")
+        with make_env(video_cfg, render_mode="rgb_array") as video_env:
+            result["video_return"] = record_video(actor, video_env, logger,
+                                                 step=frames).returns[0]
     if logger is not None:
         logger.close()
     return result

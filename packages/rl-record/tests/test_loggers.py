@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from rl_record import (
     generate_exp_name,
     get_logger,
     read_video,
+    read_wandb_history,
 )
 
 VIDEO = torch.randint(0, 255, (6, 3, 32, 40), dtype=torch.uint8)  # [T, C, H, W]
@@ -69,30 +69,6 @@ def test_tensorboard_logger_events(tmp_path: Path) -> None:
     assert image.encoded_image_string[:6] == b"GIF89a"
 
 
-def _wandb_records(path: Path):
-    """Records of a ``.wandb`` run file (W&B's leveldb-style log: a 7-byte header, 32 KiB
-    blocks of chunks ``crc32c:u32 length:u16 type:u8``), parsed with W&B's protobufs."""
-    from wandb.proto import wandb_internal_pb2
-
-    data = path.read_bytes()
-    assert data[:4] == b":W&B"
-    pos, payload = 7, b""
-    while pos + 7 <= len(data):
-        if 32768 - pos % 32768 < 7:  # block trailer: padding
-            pos += 32768 - pos % 32768
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
-        if kind == 0 and length == 0:
-            break
-        payload += data[pos + 7 : pos + 7 + length]
-        pos += 7 + length
-        if kind in (1, 4):  # FULL or LAST chunk
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(payload)
-            yield record
-            payload = b""
-
-
 def test_wandb_logger_offline_run_dir(tmp_path: Path, monkeypatch) -> None:
     from rl_record import WandbLogger
 
@@ -101,17 +77,7 @@ def test_wandb_logger_offline_run_dir(tmp_path: Path, monkeypatch) -> None:
         _log_all(logger)
         logger.log_video("eval/video", VIDEO, step=3)
     (run_file,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
-    rows = []
-    for record in _wandb_records(run_file):
-        if record.WhichOneof("record_type") == "history":
-            row: dict = {}
-            for item in record.history.item:
-                *parents, last = [item.key] if item.key else list(item.nested_key)
-                target = row
-                for key in parents:
-                    target = target.setdefault(key, {})
-                target[last] = json.loads(item.value_json)
-            rows.append(row)
+    rows = read_wandb_history(run_file.parent)
     returns = [(r["trainer/step"], r["charts/episodic_return"]) for r in rows
                if "charts/episodic_return" in r]
     assert returns == [(10, 1.5), (20, 2.5), (30, 3.5)]
@@ -179,3 +145,5 @@ def test_get_logger_types_and_bad_type(tmp_path: Path) -> None:
     with pytest.raises(LoggerInputError, match="logger_type must be one of"):
         get_logger("neptune", tmp_path, "run")
     assert generate_exp_name("a", "b") != generate_exp_name("a", "b")
+    with pytest.raises(LoggerInputError, match="run-\\*.wandb"):
+        read_wandb_history(tmp_path)

@@ -12,9 +12,9 @@ from rl_record._csv import CSVLogger
 from rl_record._mlflow import MLFlowLogger
 from rl_record._recorder import PixelRenderTransform, VideoRecorder
 from rl_record._tensorboard import TensorboardLogger
-from rl_record._utils import LOGGER_TYPES, generate_exp_name, get_logger
+from rl_record._utils import LOGGER_TYPES, experiment_logger, generate_exp_name, get_logger
 from rl_record._video import read_video, write_mp4
-from rl_record._wandb import WandbLogger
+from rl_record._wandb import WandbLogger, read_wandb_history
 from rl_record.exceptions import LoggerInputError, MissingBackendError, VideoFormatError
 
 __version__ = "0.1.0"
@@ -32,8 +32,10 @@ __all__ = [
     "VideoRecorder",
     "WandbLogger",
     "__version__",
+    "experiment_logger",
     "generate_exp_name",
     "get_logger",
     "read_video",
+    "read_wandb_history",
     "write_mp4",
 ]

@@ -176,6 +176,11 @@ class Logger(abc.ABC):
     def log_histogram(self, name: str, data: Any, **kwargs: Any) -> None:
         """Log a histogram of ``data`` (``step=`` and ``bins=`` as keywords)."""
 
+    def add_scalar(self, tag: str, scalar_value: Any, global_step: int | None = None) -> None:
+        """``SummaryWriter.add_scalar``'s name for :meth:`log_scalar` (CleanRL-style scripts
+        keep their calls)."""
+        self.log_scalar(tag, scalar_value, global_step)
+
     def close(self) -> None:  # noqa: B027 (an optional hook, not abstract)
         """Flush and end the run (idempotent)."""
 

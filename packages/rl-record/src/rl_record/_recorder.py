@@ -81,7 +81,7 @@ class PixelRenderTransform(Transform):
         fn = self._render_fn()
         try:
             frames = fn()
-        except ValueError:  # gymnasium: "... hasn't been reset yet"
+        except Exception:  # gymnasium: not reset yet (ValueError, ResetNeeded): reset, retry
             getattr(self._owner.base_env, "env", self._owner.base_env).reset()
             frames = fn()
         if frames is None:

@@ -11,7 +11,7 @@ from typing import Any
 from rl_record._common import Logger
 from rl_record.exceptions import LoggerInputError
 
-__all__ = ["LOGGER_TYPES", "generate_exp_name", "get_logger"]
+__all__ = ["LOGGER_TYPES", "experiment_logger", "generate_exp_name", "get_logger"]
 
 LOGGER_TYPES = ("csv", "tensorboard", "wandb", "mlflow")
 
@@ -81,3 +81,52 @@ def get_logger(logger_type: str | None, logger_name: str | os.PathLike,
         f"get_logger: logger_type must be one of {LOGGER_TYPES} or empty, received "
         f"{logger_type!r}"
     )
+
+
+def experiment_logger(logger_type: str, logdir: str | os.PathLike, hparams: Any = None, *,
+                      video: bool = False, model_name: str = "run") -> Logger | None:
+    """The examples' ``--logger`` / ``--logdir`` wiring: one call that builds the logger.
+
+    ``logdir``'s last part names the experiment and its parent is ``get_logger``'s
+    ``logger_name``, so TensorBoard writes its events into ``logdir`` itself and CSV its
+    ``scalars/`` there. W&B runs offline unless ``WANDB_MODE=online``.
+
+    Args:
+        logger_type: one of :data:`LOGGER_TYPES`.
+        logdir: the run's folder; empty: no logger, unless ``video`` (then
+            ``runs/<generate_exp_name(model_name, logger_type)>``).
+        hparams: logged with ``log_hparams`` when given (a dataclass config is fine).
+        video: a video will be logged, so a logger is needed.
+        model_name: the W&B project and the default run name's prefix.
+
+    Returns:
+        The logger, or None.
+
+    Raises:
+        LoggerInputError: an unknown ``logger_type``.
+
+    Examples:
+        >>> import tempfile
+        >>> experiment_logger("csv", "") is None
+        True
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     with experiment_logger("csv", f"{d}/ppo-seed0", {"lr": 1e-3}) as logger:
+        ...         logger.add_scalar("charts/SPS", 1000.0, 64)
+        ...     sorted(p.name for p in Path(d, "ppo-seed0").iterdir())
+        ['hparams.json', 'scalars']
+    """
+    if logger_type not in LOGGER_TYPES:
+        raise LoggerInputError(
+            f"--logger: expected one of {LOGGER_TYPES}, received {logger_type!r}"
+        )
+    if not logdir:
+        if not video:
+            return None
+        logdir = Path("runs") / generate_exp_name(model_name, logger_type)
+    path = Path(logdir)
+    online = os.environ.get("WANDB_MODE", "offline") == "online"
+    logger = get_logger(logger_type, str(path.parent), path.name,
+                        wandb_kwargs={"offline": not online, "project": model_name})
+    if hparams is not None:
+        logger.log_hparams(hparams)
+    return logger
