@@ -74,8 +74,12 @@ def test_torchrl_subclassing_contract_with_state_keys_and_no_batch() -> None:
 def test_gym_env_step_accepts_an_action_that_requires_grad() -> None:
     env = GymEnv("Pendulum-v1", num_envs=2)
     td = env.reset()
-    td["action"] = torch.full((2, 1), 0.5, requires_grad=True)
-    out = env.step(td)
-    assert out["next", "reward"].shape == (2, 1)
-    assert td["action"].requires_grad  # the caller's tensor is left as it was
+    for _ in range(12):  # past the first steps, whose values are checked on another path
+        td["action"] = torch.full((2, 1), 0.5, requires_grad=True)
+        out = env.step(td)
+        assert out["next", "reward"].shape == (2, 1)
+        assert td["action"].requires_grad  # the caller's tensor is left as it was
+    policy = torch.nn.Linear(3, 1)  # a policy run without no_grad, as TorchRL's tutorials do
+    data = env.rollout(12, lambda t: t.set("action", policy(t["observation"])))
+    assert data.shape == (2, 12)
     env.close()

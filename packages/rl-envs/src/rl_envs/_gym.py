@@ -204,8 +204,8 @@ class GymWrapper(EnvBase):
                 self.buffers()
             return self._to_numpy(action)
         if self._onehot:
-            return action.argmax(-1).numpy()
-        self._last_np = action.numpy()
+            return _np(action.argmax(-1))
+        self._last_np = _np(action)
         self._last_action = action
         return self._last_np
 
