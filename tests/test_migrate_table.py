@@ -102,8 +102,9 @@ def _refusals() -> dict[str, dict[str, str]]:
     from rl_collectors import _options
     from rl_envs import _batched_args
     from rl_objectives.value import _estimator_base
+    from rl_recurrent import _modules
     return {"collectors": _options.TORCHRL_ONLY, "batched envs": _batched_args.TORCHRL_ONLY,
-            "estimators": _estimator_base.TORCHRL_ONLY}
+            "estimators": _estimator_base.TORCHRL_ONLY, "recurrent": _modules.TORCHRL_ONLY}
 
 
 def test_every_refused_argument_in_the_table_is_refused_by_the_code() -> None:

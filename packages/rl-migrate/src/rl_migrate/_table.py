@@ -84,11 +84,14 @@ _BATCHED_ARGS = (
 )
 _ESTIMATORS = ("GAE", "TD0Estimator", "TD1Estimator", "TDLambdaEstimator", "VTrace")
 _ESTIMATOR_ARGS = ("vectorized", "advantage_key", "value_target_key", "value_key")
+_RECURRENT = ("LSTMModule", "GRUModule")
+_RECURRENT_ARGS = ("python_based", "batch_first", "bidirectional")
 
 ROWS: dict[str, str] = {
     "collectors": "Collector arguments with no counterpart",
     "batched envs": "`SerialEnv` / `ParallelEnv` arguments",
     "estimators": "Value-estimator arguments",
+    "recurrent": "`LSTMModule` / `GRUModule` arguments",
 }
 """A family of refused arguments -> the first words of its row on the migration page."""
 
@@ -96,6 +99,7 @@ ARGS: dict[tuple[str, str], tuple[str, str]] = {
     **{(c, a): ("collectors", ROWS["collectors"]) for c in _COLLECTORS for a in _COLLECTOR_ARGS},
     **{(c, a): ("batched envs", ROWS["batched envs"]) for c in _BATCHED for a in _BATCHED_ARGS},
     **{(c, a): ("estimators", ROWS["estimators"]) for c in _ESTIMATORS for a in _ESTIMATOR_ARGS},
+    **{(c, a): ("recurrent", ROWS["recurrent"]) for c in _RECURRENT for a in _RECURRENT_ARGS},
 }
 """``(TorchRL class, keyword)`` refused here -> ``(family, its row on the page)``."""
 
