@@ -74,6 +74,7 @@ from rl_envs import GymEnv, RewardSum, TransformedEnv
 from rl_modules import MLP, EGreedyModule, QValueActor
 from rl_objectives import DQNLoss, HardUpdate
 from rl_profiling import RunReport
+from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
 from tensordict.nn import TensorDictSequential
 from torch import nn
@@ -110,7 +111,10 @@ class Config:
         seed: seed of torch and of the envs.
         threads: torch intra-op threads in the learner and in each worker.
         device: device of the learner (Q-network, loss, buffer).
-        logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+        logdir: where the logger writes (its last part names the run; scalars named like
+            CleanRL's); none when empty.
+        logger: ``csv``, ``tensorboard``, ``wandb`` (offline unless WANDB_MODE=online) or
+            ``mlflow`` (``rl_record.experiment_logger``).
         profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
             with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
@@ -143,6 +147,7 @@ class Config:
     threads: int = 1
     device: str = "cpu"
     logdir: str = ""
+    logger: str = "tensorboard"
     profile: str = ""
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
@@ -185,11 +190,8 @@ def make_agent(cfg: Config) -> tuple[TensorDictSequential, QValueActor]:
 
 
 def make_logger(cfg: Config):
-    if not cfg.logdir:
-        return None
-    from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
-
-    return SummaryWriter(cfg.logdir, flush_secs=10)
+    # rl_record: --logger csv|tensorboard|wandb|mlflow under --logdir (CleanRL's names)
+    return experiment_logger(cfg.logger, cfg.logdir, cfg, model_name="dqn")
 
 
 def linear(start: float, end: float, frac: float) -> float:

@@ -32,6 +32,7 @@ from rl_envs import EndOfLifeTransform, GymEnv, RewardSum, SignTransform, Transf
 from rl_modules import ActorValueOperator, NatureCNN, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
 from rl_profiling import RunReport
+from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from tensordict.nn import TensorDictModule
 from torch import nn
@@ -61,7 +62,10 @@ class Config:
         seed: seed of torch and of the envs.
         threads: torch intra-op threads (the CNN uses them).
         device: device of the networks and the loss.
-        logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+        logdir: where the logger writes (its last part names the run; scalars named like
+            CleanRL's); none when empty.
+        logger: ``csv``, ``tensorboard``, ``wandb`` (offline unless WANDB_MODE=online) or
+            ``mlflow`` (``rl_record.experiment_logger``).
         profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
             with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
@@ -89,6 +93,7 @@ class Config:
     threads: int = 2
     device: str = "cpu"
     logdir: str = ""
+    logger: str = "tensorboard"
     profile: str = ""
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
@@ -148,11 +153,8 @@ def make_agent(env: TransformedEnv, cfg: Config) -> ActorValueOperator:
 
 
 def make_logger(cfg: Config):
-    if not cfg.logdir:
-        return None
-    from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
-
-    return SummaryWriter(cfg.logdir)
+    # rl_record: --logger csv|tensorboard|wandb|mlflow under --logdir (CleanRL's names)
+    return experiment_logger(cfg.logger, cfg.logdir, cfg, model_name="ppo")
 
 
 def main(cfg: Config) -> dict:

@@ -52,6 +52,7 @@ from rl_envs import (
 )
 from rl_objectives import GAE, ClipPPOLoss
 from rl_profiling import RunReport
+from rl_record import experiment_logger
 from rl_recurrent import LSTMModule, set_recurrent_mode
 from tensordict import TensorDict
 from tensordict.nn import (
@@ -91,7 +92,10 @@ class Config:
         seed: seed of torch and of the envs.
         threads: torch intra-op threads.
         device: device of the networks and the loss (the collector steps on the CPU).
-        logdir: TensorBoard directory (scalars named like CleanRL's); none when empty.
+        logdir: where the logger writes (its last part names the run; scalars named like
+            CleanRL's); none when empty.
+        logger: ``csv``, ``tensorboard``, ``wandb`` (offline unless WANDB_MODE=online) or
+            ``mlflow`` (``rl_record.experiment_logger``).
         profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
             with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
@@ -118,6 +122,7 @@ class Config:
     threads: int = 1
     device: str = "cpu"
     logdir: str = ""
+    logger: str = "tensorboard"
     profile: str = ""
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
@@ -238,11 +243,8 @@ def make_env(cfg: Config, lstm: LSTMModule) -> TransformedEnv:
 
 
 def make_logger(cfg: Config):
-    if not cfg.logdir:
-        return None
-    from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
-
-    return SummaryWriter(cfg.logdir, flush_secs=10)
+    # rl_record: --logger csv|tensorboard|wandb|mlflow under --logdir (CleanRL's names)
+    return experiment_logger(cfg.logger, cfg.logdir, cfg, model_name="ppo_lstm")
 
 
 @torch.no_grad()
