@@ -169,6 +169,10 @@ def test_redq_and_crossq_arguments():
         REDQLoss(_actor(), _critic(LinQ), num_qvalue_nets=3, sub_sample_len=4)
     with pytest.raises(ValueError, match="gSDE"):
         REDQLoss(_actor(), _critic(LinQ), gSDE=True)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'gsde'"):
+        REDQLoss(_actor(), _critic(LinQ), gsde=True)
+    assert REDQLoss(_actor(), _critic(LinQ), separate_losses=True, priority_key="p",
+                    gSDE=False).tensor_keys.priority == "p"
     loss = REDQLoss(_actor(), _critic(LinQ))
     assert loss.qvalue_network_params.batch_size == (10,) and loss.sub_sample_len == 2
     assert "next.state_value" in loss(_batch()).keys()  # noqa: SIM118

@@ -14,7 +14,12 @@ from tensordict.utils import NestedKey
 from rl_objectives import _keys
 from rl_objectives._ensemble import vmap_call
 from rl_objectives._loss_base import distance_loss
-from rl_objectives._one_step import check_reduction, reduce, reward_terminated
+from rl_objectives._one_step import (
+    apply_torchrl_options,
+    check_reduction,
+    reduce,
+    reward_terminated,
+)
 from rl_objectives._sac import SACLoss
 from rl_objectives.value._td import td0_return_estimate
 
@@ -72,16 +77,16 @@ class DiscreteSACLoss(SACLoss):
         target_entropy_weight: the share of ``log(n)`` that ``"auto"`` targets.
         target_entropy: a float or ``"auto"``.
         delay_qvalue: keep target critics.
-        gamma: discount.
-        priority_key: TorchRL's older spelling of ``set_keys(priority=...)``.
-        separate_losses: accepted for TorchRL compatibility (the actor never moves the
-            critics here).
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
-        skip_done_states: accepted for TorchRL compatibility; must be ``False``.
+        **torchrl_options: TorchRL's other keywords: ``gamma`` (the discount, 0.99; also
+            ``make_value_estimator(gamma=...)``), ``priority_key`` (``set_keys(priority=...)``),
+            ``separate_losses`` (accepted: the actor never moves the critics here),
+            ``skip_done_states`` (must be false).
 
     Raises:
         TypeError: a network is not a tensordict module, the actor not probabilistic.
         ValueError: a hyper-parameter out of range.
+        TypeError: an unknown keyword.
 
     Examples:
         >>> import torch
@@ -131,14 +136,10 @@ class DiscreteSACLoss(SACLoss):
         target_entropy_weight: float = 0.98,
         target_entropy: float | str = "auto",
         delay_qvalue: bool = True,
-        gamma: float = 0.99,
-        priority_key: NestedKey | None = None,
-        separate_losses: bool = False,
         reduction: str | None = None,
-        skip_done_states: bool = False,
+        **torchrl_options: Any,
     ) -> None:
-        if skip_done_states:
-            raise ValueError("skip_done_states=True is not supported, got True")
+        gamma = float(torchrl_options.pop("gamma", 0.99))
         if not 0.0 < target_entropy_weight <= 1.0:
             raise ValueError(
                 f"target_entropy_weight must be in (0, 1], got {target_entropy_weight}"
@@ -153,8 +154,7 @@ class DiscreteSACLoss(SACLoss):
         self.action_space, self.num_actions = _space(action_space, num_actions)
         self.target_entropy_weight = float(target_entropy_weight)
         self.reduction = check_reduction(reduction)
-        if priority_key is not None:
-            self.set_keys(priority=priority_key)
+        apply_torchrl_options(self, torchrl_options, refused=("skip_done_states",))
         if target_entropy == "auto":
             self._target_entropy = self._auto_entropy(self.num_actions)
 

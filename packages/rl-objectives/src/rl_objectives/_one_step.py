@@ -15,6 +15,7 @@ from rl_objectives._loss_base import ValueEstimators
 
 __all__ = [
     "OneStepTarget",
+    "apply_torchrl_options",
     "act",
     "check_module",
     "check_reduction",
@@ -60,6 +61,28 @@ def check_module(name: str, net: Any) -> None:
     """A tensordict module, or a ``TypeError`` naming the argument."""
     if not isinstance(net, TensorDictModuleBase):
         raise TypeError(f"{name} must be a tensordict.nn module, got {type(net).__name__}")
+
+
+def apply_torchrl_options(loss: Any, options: dict[str, Any],
+                          refused: tuple[str, ...] = ()) -> None:
+    """TorchRL keywords kept out of a long signature: ``priority_key`` renames the priority
+    key (``set_keys(priority=...)``), ``separate_losses`` is accepted (the terms here never
+    share gradients), a name in ``refused`` raises when true; anything else is a TypeError.
+
+    Raises:
+        ValueError: a refused option set to true.
+        TypeError: an unknown keyword.
+    """
+    name = type(loss).__name__
+    for key, value in options.items():
+        if key == "priority_key":
+            if value is not None:
+                loss.set_keys(priority=value)
+        elif key in refused:
+            if value:
+                raise ValueError(f"{name}: {key}=True is not supported, got {value!r}")
+        elif key != "separate_losses":
+            raise TypeError(f"{name}: got an unexpected keyword argument {key!r}")
 
 
 class OneStepTarget:

@@ -7,10 +7,14 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
-from tensordict.utils import NestedKey
 
 from rl_objectives._loss_base import distance_loss
-from rl_objectives._one_step import check_reduction, reduce, reward_terminated
+from rl_objectives._one_step import (
+    apply_torchrl_options,
+    check_reduction,
+    reduce,
+    reward_terminated,
+)
 from rl_objectives._sac import SACLoss
 from rl_objectives.value._td import td0_return_estimate
 
@@ -46,15 +50,16 @@ class REDQLoss(SACLoss):
         fixed_alpha: keep ``alpha`` constant.
         target_entropy: a float or ``"auto"``.
         delay_qvalue: keep target critics.
-        gSDE: TorchRL's generalised state-dependent exploration; must be ``False``.
         gamma: discount.
-        priority_key: TorchRL's older spelling of ``set_keys(priority=...)``.
-        separate_losses: accepted for TorchRL compatibility.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        **torchrl_options: TorchRL's other keywords: ``priority_key``
+            (``set_keys(priority=...)``), ``separate_losses`` (accepted), ``gSDE`` (must be
+            false).
 
     Raises:
         TypeError: a network is not a tensordict module, the actor not probabilistic.
         ValueError: ``sub_sample_len`` out of range or another bad hyper-parameter.
+        TypeError: an unknown keyword.
 
     Examples:
         >>> import torch
@@ -98,14 +103,10 @@ class REDQLoss(SACLoss):
         fixed_alpha: bool = False,
         target_entropy: float | str = "auto",
         delay_qvalue: bool = True,
-        gSDE: bool = False,  # noqa: N803 (TorchRL's name)
         gamma: float = 0.99,
-        priority_key: NestedKey | None = None,
-        separate_losses: bool = False,
         reduction: str | None = None,
+        **torchrl_options: Any,
     ) -> None:
-        if gSDE:
-            raise ValueError("gSDE=True is not supported, got True")
         super().__init__(
             actor_network, qvalue_network, num_qvalue_nets=num_qvalue_nets,
             loss_function=loss_function, alpha_init=alpha_init, min_alpha=min_alpha,
@@ -120,8 +121,7 @@ class REDQLoss(SACLoss):
             )
         self.sub_sample_len = sub_sample_len
         self.reduction = check_reduction(reduction)
-        if priority_key is not None:
-            self.set_keys(priority=priority_key)
+        apply_torchrl_options(self, torchrl_options, refused=("gSDE",))
 
     def subset(self) -> torch.Tensor:
         """``M`` distinct critic indices drawn uniformly (a new subset at every call)."""
