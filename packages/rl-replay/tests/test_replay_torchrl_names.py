@@ -53,3 +53,25 @@ def test_module_paths_reexport_the_package_objects() -> None:
         for name in module.__all__:
             assert getattr(module, name) is getattr(rl_replay, name), name
     assert rb_paths.ReplayBuffer is ReplayBuffer
+
+
+def test_slice_sampler_without_replacement_draws_each_episode_once_per_epoch() -> None:
+    from rl_replay import SliceSamplerWithoutReplacement
+
+    torch.manual_seed(0)
+    sampler = SliceSamplerWithoutReplacement(num_slices=2, traj_key="traj")
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100), sampler=sampler, batch_size=8)
+    rb.extend(TensorDict({"traj": torch.arange(60) // 10, "t": torch.arange(60)}, [60]))
+    for _ in range(4):  # 6 episodes, 2 per batch: an epoch is 3 batches
+        epoch = [rb.sample().reshape(2, 4) for _ in range(3)]
+        firsts = torch.cat([s["traj"][:, 0] for s in epoch])
+        assert sorted(firsts.tolist()) == [0, 1, 2, 3, 4, 5]
+        for s in epoch:  # each slice is consecutive steps of one episode
+            assert bool((s["traj"] == s["traj"][:, :1]).all())
+            assert bool((s["t"].diff(dim=1) == 1).all())
+    few = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(100), batch_size=28,
+        sampler=SliceSamplerWithoutReplacement(num_slices=7, traj_key="traj"))
+    few.extend(TensorDict({"traj": torch.arange(60) // 10}, [60]))
+    with pytest.raises(ValueError, match="num_slices: 7 slices without replacement"):
+        few.sample()

@@ -14,6 +14,7 @@ from rl_replay._memmap import LazyMemmapStorage
 from rl_replay._prioritized import PrioritizedSampler
 from rl_replay._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
 from rl_replay._slice import SliceSampler
+from rl_replay._slice_wor import SliceSamplerWithoutReplacement
 from rl_replay._storage import LazyTensorStorage, ListStorage, Storage
 from rl_replay._td_buffers import TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
 from rl_replay._torchrl_buffers import PrioritizedReplayBuffer, TensorStorage
@@ -60,6 +61,7 @@ __all__ = [
     "Sampler",
     "SamplerWithoutReplacement",
     "SliceSampler",
+    "SliceSamplerWithoutReplacement",
     "Storage",
     "StorageLayoutError",
     "TD_ERROR",

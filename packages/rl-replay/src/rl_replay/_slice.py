@@ -146,7 +146,7 @@ class SliceSampler(Sampler):
                 f"sample: no stored episode has at least slice_len={length} steps "
                 "(pass strict_length=False to allow shorter slices)"
             )
-        pick = torch.randint(n, (count,), generator=generator)
+        pick = self._pick(n, count, generator)
         seg = pick if eligible is None else eligible[pick]
         seg_first, seg_n = first[seg], seg_len[seg]
         span = (seg_n - length).clamp_(min=0) + 1
@@ -165,6 +165,11 @@ class SliceSampler(Sampler):
         else:
             compact, is_first, is_last = compact[keep], is_first[keep], is_last[keep]
         return storage.valid_flat(compact), {IS_INIT: is_first, _SLICE_END: is_last}
+
+    def _pick(self, n: int, count: int, generator: torch.Generator | None) -> torch.Tensor:
+        """Which of the ``n`` eligible episodes the ``count`` slices come from: uniform,
+        with replacement (``SliceSamplerWithoutReplacement`` overrides it)."""
+        return torch.randint(n, (count,), generator=generator)
 
     def annotate(self, sample: TensorDictBase, info: dict) -> None:
         """Mark slice ends in truncated/done; add ``"is_init"`` at slice starts if absent.

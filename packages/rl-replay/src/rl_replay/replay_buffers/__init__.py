@@ -14,6 +14,7 @@ from rl_replay.replay_buffers.samplers import (
     Sampler,
     SamplerWithoutReplacement,
     SliceSampler,
+    SliceSamplerWithoutReplacement,
 )
 from rl_replay.replay_buffers.storages import (
     LazyMemmapStorage,
@@ -42,6 +43,7 @@ __all__ = [
     "Sampler",
     "SamplerWithoutReplacement",
     "SliceSampler",
+    "SliceSamplerWithoutReplacement",
     "Storage",
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",

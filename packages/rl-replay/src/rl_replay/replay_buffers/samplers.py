@@ -5,6 +5,7 @@ from __future__ import annotations
 from rl_replay._prioritized import PrioritizedSampler
 from rl_replay._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
 from rl_replay._slice import SliceSampler
+from rl_replay._slice_wor import SliceSamplerWithoutReplacement
 
 __all__ = [
     "PrioritizedSampler",
@@ -12,4 +13,5 @@ __all__ = [
     "Sampler",
     "SamplerWithoutReplacement",
     "SliceSampler",
+    "SliceSamplerWithoutReplacement",
 ]
