@@ -71,6 +71,7 @@ EXPECTED = (
     "ActionMask", "DTypeCastTransform", "PrioritizedReplayBuffer", "TensorStorage", "VTrace",
     "default_value_kwargs", "BoundedTensorSpec", "CompositeSpec", "VanillaWeightUpdater",
     "MultiProcessedWeightUpdater", "WeightUpdaterBase", "GymEnv", "Collector", "ReplayBuffer",
+    "SliceSamplerWithoutReplacement",
     "ClipPPOLoss", "ProbabilisticActor", "ExplorationType", "LSTMModule", "CSVLogger", "Trainer",
 )
 
