@@ -41,6 +41,7 @@ from rl_objectives import CrossQLoss, SACLoss, SoftUpdate, TD3Loss
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
+from rl_trainers import record_video
 from tensordict.nn import TensorDictModule, TensorDictSequential
 from torch import nn
 
@@ -69,6 +70,8 @@ class Config:
             CleanRL's); none when empty.
         logger: ``csv``, ``tensorboard``, ``wandb`` (offline unless WANDB_MODE=online) or
             ``mlflow`` (``rl_record.experiment_logger``).
+        video: record one deterministic evaluation episode at the end, to the logger
+            (``runs/...`` when ``logdir`` is empty).
         profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
             with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
@@ -100,6 +103,7 @@ class Config:
     device: str = "cpu"
     logdir: str = ""
     logger: str = "tensorboard"
+    video: bool = False
     profile: str = ""
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
@@ -127,9 +131,9 @@ def parse_args(config: type[Config] = Config, doc: str = __doc__) -> Config:
     return config(**vars(parser.parse_args()))
 
 
-def make_env(cfg: Config) -> TransformedEnv:
+def make_env(cfg: Config, **gym_kwargs) -> TransformedEnv:
     # DoubleToFloat: MuJoCo's float64 observations to float32 (a no-op on Pendulum's)
-    env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs), DoubleToFloat())
+    env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs, **gym_kwargs), DoubleToFloat())
     env.append_transform(RewardSum())
     env.set_seed(cfg.seed)
     return env
@@ -196,7 +200,7 @@ def exploring_policy(actor, env: TransformedEnv, cfg: Config):
 
 def make_logger(cfg: Config):
     # rl_record: --logger csv|tensorboard|wandb|mlflow under --logdir (CleanRL's names)
-    return experiment_logger(cfg.logger, cfg.logdir, cfg, model_name="sac")
+    return experiment_logger(cfg.logger, cfg.logdir, cfg, video=cfg.video, model_name="sac")
 
 
 def main(cfg: Config) -> dict:
@@ -272,6 +276,9 @@ def main(cfg: Config) -> dict:
     print(timing.report())
     if timing.trace:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
+    if cfg.video:  # one deterministic episode, rendered, to the logger (rl_trainers)
+        with make_env(dataclasses.replace(cfg, num_envs=1), render_mode="rgb_array") as venv:
+            record_video(actor, venv, logger, step=frames)
     if logger is not None:
         logger.close()
     return {
