@@ -45,9 +45,10 @@ def _committed(module: str, name: str) -> bool:
         path = f"packages/{package.replace('_', '-')}/src/{tail}"
         out = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=ROOT, capture_output=True,
                              text=True)
-        if out.returncode == 0:
-            return f'"{name}"' in out.stdout
-    return False
+        if out.returncode == 0 and f'"{name}"' in out.stdout:
+            return True
+    # a module that re-exports by rule (rl_envs.transforms): the package's own __init__
+    return module != package and _committed(package, name)
 
 
 def render() -> str:

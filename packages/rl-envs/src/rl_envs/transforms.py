@@ -1,57 +1,25 @@
-"""``torchrl.envs.transforms``'s path: every transform of this package, and
-``TransformedEnv`` / ``Compose`` / ``Transform`` (a test keeps it complete)."""
+"""``torchrl.envs.transforms``'s path: every transform :mod:`rl_envs` exports, with
+``Compose``, ``Transform`` and ``TransformedEnv``.
+
+The list is read from ``rl_envs.__all__`` (every exported ``Transform`` or
+``TransformedEnv`` subclass), so a transform added to the package is here too.
+
+Examples:
+    >>> from rl_envs.transforms import StepCounter, UnsqueezeTransform
+    >>> "ObservationNorm" in __all__
+    True
+"""
 
 from __future__ import annotations
 
-from rl_envs._transforms import Compose, Transform, TransformedEnv
-from rl_envs._transforms_action import ActionScaling
-from rl_envs._transforms_atari import EndOfLifeTransform, NoopResetEnv
-from rl_envs._transforms_frames import CatFrames
-from rl_envs._transforms_image import GrayScale, Resize, ToTensorImage
-from rl_envs._transforms_keys import CatTensors, ExcludeTransform, RenameTransform, SelectTransform
-from rl_envs._transforms_lib import InitTracker, RewardSum, StepCounter
-from rl_envs._transforms_mask import ActionMask
-from rl_envs._transforms_obs import DoubleToFloat, ObservationNorm, TensorDictPrimer
-from rl_envs._transforms_reward import ClipTransform, RewardClipping, RewardScaling, SignTransform
-from rl_envs._transforms_reward_norm import NormalizeReward
-from rl_envs._transforms_shape import (
-    DTypeCastTransform,
-    FlattenObservation,
-    PermuteTransform,
-    UnsqueezeTransform,
-)
-from rl_envs._transforms_vecnorm import VecNorm
+import rl_envs as _rl_envs
+from rl_envs._transforms import Transform as _Transform
+from rl_envs._transforms import TransformedEnv as _TransformedEnv
 
-__all__ = [
-    "ActionMask",
-    "ActionScaling",
-    "CatFrames",
-    "CatTensors",
-    "ClipTransform",
-    "Compose",
-    "DTypeCastTransform",
-    "DoubleToFloat",
-    "EndOfLifeTransform",
-    "ExcludeTransform",
-    "FlattenObservation",
-    "GrayScale",
-    "InitTracker",
-    "NoopResetEnv",
-    "NormalizeReward",
-    "ObservationNorm",
-    "PermuteTransform",
-    "RenameTransform",
-    "Resize",
-    "RewardClipping",
-    "RewardScaling",
-    "RewardSum",
-    "SelectTransform",
-    "SignTransform",
-    "StepCounter",
-    "TensorDictPrimer",
-    "ToTensorImage",
-    "Transform",
-    "TransformedEnv",
-    "UnsqueezeTransform",
-    "VecNorm",
-]
+
+def _is_transform(obj: object) -> bool:
+    return isinstance(obj, type) and issubclass(obj, (_Transform, _TransformedEnv))
+
+
+__all__ = sorted(n for n in _rl_envs.__all__ if _is_transform(getattr(_rl_envs, n)))
+globals().update({name: getattr(_rl_envs, name) for name in __all__})
