@@ -120,6 +120,9 @@ class Config:
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
+        allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
+            checkpoints but none is intact (else the run stops with an error).
+        no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
     """
 
     env_id: str = "CartPole-v1"
@@ -152,6 +155,8 @@ class Config:
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
+    allow_fresh_start: bool = False
+    no_check_finite: bool = False
 
 
 def parse_args() -> Config:
@@ -214,6 +219,7 @@ def main(cfg: Config) -> dict:
         policy,
         frames_per_batch=frames_per_batch,
         total_frames=cfg.total_frames,
+        check_finite=not cfg.no_check_finite,
         init_random_frames=cfg.learning_starts,
         num_threads=cfg.threads,
         timeout=120.0,
@@ -245,7 +251,7 @@ def main(cfg: Config) -> dict:
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every, policy=policy,
                         loss=loss_fn, optim=optim, target_updater=target_updater, buffer=buffer,
                         collector=collector)
-    saved = ckpt.restore() if cfg.resume else None
+    saved = ckpt.restore(allow_fresh=cfg.allow_fresh_start) if cfg.resume else None
     frames, updates = (saved["frames"], saved["updates"]) if saved else (0, 0)
     returns.extend(saved["returns"] if saved else [])
     from tqdm import tqdm

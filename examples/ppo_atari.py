@@ -72,6 +72,9 @@ class Config:
         checkpoint_every: frames (emulator frames) between checkpoints (0: only at the end
             and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
+        allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
+            checkpoints but none is intact (else the run stops with an error).
+        no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
     """
 
     env_id: str = "ALE/Breakout-v5"
@@ -98,6 +101,8 @@ class Config:
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
+    allow_fresh_start: bool = False
+    no_check_finite: bool = False
 
 
 def parse_args() -> Config:
@@ -172,7 +177,8 @@ def main(cfg: Config) -> dict:
     # the critic only on the next steps that are not the following row (each sub-env's last
     # step, and after a reset: `shifted`, `skip_existing`) and reads a lost life as the end
     # of an episode; the loss trains both heads and the shared trunk from the minibatches.
-    collector = Collector(env, model, frames_per_batch=steps_per_batch, total_frames=total_steps)
+    collector = Collector(env, model, frames_per_batch=steps_per_batch, total_frames=total_steps,
+                          check_finite=not cfg.no_check_finite)
     eol = env.transform[0]
     advantage = eol.register_keys(GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic,
                                       shifted=True, skip_existing=True))
@@ -200,7 +206,7 @@ def main(cfg: Config) -> dict:
 
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every,
                         loss=loss_fn, optim=optim, sched=sched, collector=collector)
-    saved = ckpt.restore() if cfg.resume else None
+    saved = ckpt.restore(allow_fresh=cfg.allow_fresh_start) if cfg.resume else None
     first, steps = (saved["batch"] + 1, saved["steps"]) if saved else (0, 0)
     returns.extend(saved["returns"] if saved else [])
     bar = tqdm(total=total_steps * cfg.frame_skip, initial=steps * cfg.frame_skip, unit="frame",

@@ -101,6 +101,9 @@ class Config:
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
+        allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
+            checkpoints but none is intact (else the run stops with an error).
+        no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
     """
 
     env_id: str = "CartPole-v1"
@@ -127,6 +130,8 @@ class Config:
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
+    allow_fresh_start: bool = False
+    no_check_finite: bool = False
 
 
 def parse_args() -> Config:
@@ -279,6 +284,7 @@ def main(cfg: Config) -> dict:
         actor,
         frames_per_batch=frames_per_batch,
         total_frames=cfg.total_frames,
+        check_finite=not cfg.no_check_finite,
         policy_device=cfg.device,
     )
     advantage = GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, average_gae=True)
@@ -301,7 +307,7 @@ def main(cfg: Config) -> dict:
     # module holds actor and critic
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every,
                         loss=loss_fn, optim=optim, sched=sched, collector=collector)
-    saved = ckpt.restore() if cfg.resume else None
+    saved = ckpt.restore(allow_fresh=cfg.allow_fresh_start) if cfg.resume else None
     first, frames = (saved["batch"] + 1, saved["frames"]) if saved else (0, 0)
     returns.extend(saved["returns"] if saved else [])
     bar = tqdm(total=cfg.total_frames, initial=frames, unit="frame", mininterval=1.0)

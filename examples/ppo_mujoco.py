@@ -77,6 +77,9 @@ class Config:
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
+        allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
+            checkpoints but none is intact (else the run stops with an error).
+        no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
     """
 
     env_id: str = "Hopper-v5"
@@ -102,6 +105,8 @@ class Config:
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
+    allow_fresh_start: bool = False
+    no_check_finite: bool = False
 
 
 def parse_args() -> Config:
@@ -178,7 +183,8 @@ def main(cfg: Config) -> dict:
     # GAE runs the critic on the batch; the buffer serves the minibatch epochs; the loss
     # reads what the collector and GAE wrote.
     collector = Collector(
-        env, actor, frames_per_batch=frames_per_batch, total_frames=cfg.total_frames
+        env, actor, frames_per_batch=frames_per_batch, total_frames=cfg.total_frames,
+        check_finite=not cfg.no_check_finite,
     )
     advantage = GAE(gamma=cfg.gamma, lmbda=cfg.lmbda, value_network=critic, average_gae=True)
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(frames_per_batch, device=cfg.device),
@@ -205,7 +211,7 @@ def main(cfg: Config) -> dict:
     # module holds actor and critic
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every,
                         loss=loss_fn, optim=optim, sched=sched, collector=collector)
-    saved = ckpt.restore() if cfg.resume else None
+    saved = ckpt.restore(allow_fresh=cfg.allow_fresh_start) if cfg.resume else None
     first, frames = (saved["batch"] + 1, saved["frames"]) if saved else (0, 0)
     returns.extend(saved["returns"] if saved else [])
     bar = tqdm(total=cfg.total_frames, initial=frames, unit="frame", mininterval=1.0)

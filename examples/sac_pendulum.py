@@ -77,6 +77,9 @@ class Config:
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
+        allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
+            checkpoints but none is intact (else the run stops with an error).
+        no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
         algo: ``sac``; ``td3`` (a deterministic tanh actor with Gaussian exploration noise,
             ``TD3Loss``: twin critics, target policy smoothing); or ``crossq``
             (``CrossQLoss``: critics with ``BatchRenorm1d``, no target critics).
@@ -108,6 +111,8 @@ class Config:
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
+    allow_fresh_start: bool = False
+    no_check_finite: bool = False
     algo: str = "sac"
     policy_delay: int = 1
     exploration_noise: float = 0.1
@@ -219,6 +224,7 @@ def main(cfg: Config) -> dict:
         exploring_policy(actor, env, cfg),
         frames_per_batch=frames_per_batch,
         total_frames=cfg.total_frames,
+        check_finite=not cfg.no_check_finite,
         init_random_frames=cfg.learning_starts,
         policy_device=cfg.device,
     )
@@ -234,7 +240,7 @@ def main(cfg: Config) -> dict:
 
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every, loss=loss_fn,
                         optim=optim, buffer=buffer, collector=collector)
-    saved = ckpt.restore() if cfg.resume else None
+    saved = ckpt.restore(allow_fresh=cfg.allow_fresh_start) if cfg.resume else None
     frames, updates, owed = (
         (saved["frames"], saved["updates"], saved["owed"]) if saved else (0, 0, 0.0)
     )

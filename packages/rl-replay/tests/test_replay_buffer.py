@@ -143,7 +143,7 @@ def test_checkpoint_round_trip(tmp_path, kind):
     rb.dumps(ckpt)
     if kind == "memmap-in-place":  # no copy of the data in the snapshot
         assert (ckpt / "x.memmap").exists()
-        assert sum(f.stat().st_size for f in (ckpt / "ckpt-0").iterdir()) < 20_000
+        assert sum(f.stat().st_size for f in (ckpt / "ckpt-000000").iterdir()) < 20_000
     restored = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=make(), batch_size=16)
     restored.loads(ckpt)
     assert len(restored) == len(rb) == 40
@@ -185,7 +185,8 @@ def test_a_dump_killed_half_way_leaves_the_previous_checkpoint(tmp_path):
     restored.loads(tmp_path)
     assert len(restored) == 10 and (restored.storage.get(torch.arange(10))["x"] == 1).all()
     rb.dumps(tmp_path)  # the next dump cleans the leftovers up
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["LATEST", "ckpt-1"]
+    kept = ["LATEST", "ckpt-000000", "ckpt-000001"]  # keep=2: the newest and its fallback
+    assert sorted(p.name for p in tmp_path.iterdir()) == kept
     assert os.path.exists(tmp_path / "LATEST")
 
 

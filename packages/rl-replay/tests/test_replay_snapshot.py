@@ -24,11 +24,11 @@ def _inodes(snapshot):
 def test_a_second_dump_links_the_chunks_no_row_of_which_was_written(kind, tmp_path):
     rb = prioritized_buffer(tmp_path / "scratch" if kind == "memmap" else None)
     rb.extend(numbered_rows(2 * CHUNK_ROWS + 10))  # chunks 0, 1, 2 hold data
-    rb.dumps(tmp_path / "ckpt")
+    rb.dumps(tmp_path / "ckpt", keep=1)  # keep=1: links from the newest
     first = _inodes(_snapshot(tmp_path / "ckpt"))
     rb.extend(numbered_rows(50, start=10**6))  # rows of chunk 2 only
     rb.update_priority(torch.arange(5), torch.full((5,), 3.0))  # priorities: not row data
-    rb.dumps(tmp_path / "ckpt")
+    rb.dumps(tmp_path / "ckpt", keep=1)
     second = _inodes(_snapshot(tmp_path / "ckpt"))
     linked = {name for name in second if first.get(name) == second[name]}
     # four chunk files (each holding both leaves, obs and done); only chunk 2 was written again
@@ -79,3 +79,25 @@ def test_a_shared_memmap_storage_stops_linking(tmp_path):
     pickle.dumps(rb.storage)
     rb.dumps(tmp_path / "ckpt")
     assert not set(first.values()) & set(_inodes(_snapshot(tmp_path / "ckpt")).values())
+
+
+def test_with_keep_2_the_newest_and_its_fallback_share_no_file(tmp_path):
+    rb = prioritized_buffer(None)
+    rb.extend(numbered_rows(2 * CHUNK_ROWS + 10))
+    saved = []
+    for k in range(3):
+        rb.extend(numbered_rows(50, start=10**6 * (k + 1)))  # chunk 2 only
+        rb.dumps(tmp_path / "ckpt")
+        saved.append(content(rb))
+    kept = sorted(p for p in (tmp_path / "ckpt").iterdir() if p.is_dir())
+    assert len(kept) == 2
+    older, newest = (_inodes(p) for p in kept)
+    assert not set(older.values()) & set(newest.values())  # no inode shared
+    # yet the third dump linked chunks 0, 1, 3 from the first (removed by its commit)
+    assert all(os.stat(kept[1] / "data" / f"{c}.bin").st_nlink == 1 for c in (0, 1, 3))
+    with open(kept[1] / "data" / "0.bin", "r+b") as f:  # truncate the newest's chunk
+        f.truncate(100)
+    other = prioritized_buffer(None)
+    with pytest.warns(RuntimeWarning, match=rf"{kept[1].name}: data/0.bin: expected \d+ bytes"):
+        other.loads(tmp_path / "ckpt")
+    assert_same_content(content(other), saved[1])  # the fallback: the second dump, whole

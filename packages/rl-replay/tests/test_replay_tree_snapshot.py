@@ -51,12 +51,12 @@ def _filled(rb, rows=CAPACITY):
 def test_a_dump_after_a_few_updates_writes_their_leaves_and_links_the_base(kind, tmp_path):
     rb = _buffer()
     _filled(rb, CAPACITY - 10)
-    rb.dumps(tmp_path / "ckpt")
+    rb.dumps(tmp_path / "ckpt", keep=1)  # keep=1: a delta over the newest
     first = _tree_files(tmp_path / "ckpt")
     index = rb.sample(return_info=True)[1]["index"]
     rb.update_priority(index, torch.rand(64) + 1)
     rb.extend(_rows(10, start=10**6))  # new rows: their leaves get the max priority
-    rb.dumps(tmp_path / "ckpt")
+    rb.dumps(tmp_path / "ckpt", keep=1)
     second = _tree_files(tmp_path / "ckpt")
     assert second["base.bin"].st_ino == first["base.bin"].st_ino  # linked, not written
     changed = len(set(index.tolist()) | set(range(CAPACITY - 10, CAPACITY)))
@@ -75,17 +75,17 @@ def test_a_dump_after_a_few_updates_writes_their_leaves_and_links_the_base(kind,
 def test_deltas_past_a_quarter_of_the_leaves_compact_into_a_new_base(kind, tmp_path):
     rb = _buffer()
     _filled(rb)
-    rb.dumps(tmp_path / "ckpt")
+    rb.dumps(tmp_path / "ckpt", keep=1)
     first = _tree_files(tmp_path / "ckpt")
     step = int(COMPACT_FRACTION * CAPACITY) // 2 - 1
     for k in range(2):  # two deltas, together just under the limit
         rb.update_priority(torch.arange(k * step, (k + 1) * step), torch.full((step,), 2.0))
-        rb.dumps(tmp_path / "ckpt")
+        rb.dumps(tmp_path / "ckpt", keep=1)
     files = _tree_files(tmp_path / "ckpt")
     assert sorted(files) == ["base.bin", "delta.0.bin", "delta.1.bin"]
     assert files["base.bin"].st_ino == first["base.bin"].st_ino
     rb.update_priority(torch.arange(2 * step, 3 * step), torch.full((step,), 3.0))
-    rb.dumps(tmp_path / "ckpt")
+    rb.dumps(tmp_path / "ckpt", keep=1)
     files = _tree_files(tmp_path / "ckpt")
     assert sorted(files) == ["base.bin"] and files["base.bin"].st_ino != first["base.bin"].st_ino
     restored = _buffer()

@@ -24,6 +24,7 @@ from rl_collectors._checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
+    valid_checkpoint,
 )
 from rl_collectors._collector import Collector
 from rl_collectors._distributed import DistributedDataCollector, DistributedSyncDataCollector
@@ -97,5 +98,6 @@ __all__ = [
     "serve_distributed_collector",
     "split_trajectories",
     "submitit_delayed_launcher",
+    "valid_checkpoint",
     "weight_sync",
 ]

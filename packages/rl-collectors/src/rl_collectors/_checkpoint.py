@@ -1,46 +1,54 @@
 """Atomic checkpoints of a whole training run: ``save_checkpoint`` / ``load_checkpoint``.
 
-A checkpoint is one directory, ``<path>/ckpt-<n>``, written as ``ckpt-<n>.tmp`` and
-renamed into place once complete; ``<path>/LATEST`` (replaced atomically) names it, and
-only then are older checkpoints removed. Killed at any moment, even by SIGKILL during a
-write, ``LATEST`` names a complete checkpoint: the previous one until the replace.
+A checkpoint is one directory, ``<path>/ckpt-<n>``, written by
+:class:`rl_profiling.atomic.AtomicDirectory` (the one atomic writer, shared with rl-replay's
+``dumps``): built as ``ckpt-<n>.tmp``, its ``manifest.json`` written last, renamed into
+place; ``<path>/LATEST`` (replaced atomically) names it, and only then are checkpoints
+beyond the ``keep`` newest removed. Killed at any moment, even by SIGKILL during a write,
+``LATEST`` names a complete checkpoint: the previous one until the replace.
 
-Inside: ``manifest.json`` (format, package versions, and per component its kind and
-class), ``state.pt`` (every ``state_dict``, the RNG states and ``extra``) and
-``replay/<name>/`` for each replay buffer, written by the buffer's own ``dumps`` with the
-previous checkpoint's as its base (chunks of rows that did not change are hard links).
-See ``docs/checkpointing.md``.
+Inside: ``manifest.json`` (format, package versions, per component its kind and class,
+and the size and SHA-256 of ``state.pt``), ``state.pt`` (every ``state_dict``, the RNG
+states and ``extra``) and ``replay/<name>/`` for each replay buffer, written by the
+buffer's own ``dumps`` (its own manifest; chunks of rows that did not change since the
+checkpoint before the newest are hard links). A load verifies the checkpoint and falls
+back to the newest intact one. See ``docs/checkpointing.md``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import json
 import logging
 import os
 import random
-import shutil
 import signal
 import threading
 import time
+import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from rl_profiling.atomic import MANIFEST, AtomicDirectory, guard
 
 from rl_collectors.exceptions import CheckpointError
 
-__all__ = ["FORMAT", "Checkpointer", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "FORMAT", "Checkpointer", "latest_checkpoint", "load_checkpoint", "save_checkpoint",
+    "valid_checkpoint",
+]  # fmt: skip
 
 _log = logging.getLogger(__name__)
 
 FORMAT = 1
 """Version of the checkpoint layout; a checkpoint of another format is refused."""
 
-_LATEST, _MANIFEST, _STATE, _REPLAY = "LATEST", "manifest.json", "state.pt", "replay"
+_LATEST, _MANIFEST, _STATE, _REPLAY = "LATEST", MANIFEST, "state.pt", "replay"
 _PACKAGES = (
     "rl-profiling", "rl-envs", "rl-collectors", "rl-replay", "rl-objectives", "rl-recurrent",
     "rl-modules",
@@ -91,26 +99,61 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def latest_checkpoint(path: Any) -> Path | None:
-    """The complete checkpoint ``path/LATEST`` names, or ``None`` when there is none."""
+    """The complete checkpoint ``path/LATEST`` names, or ``None`` when there is none
+    (not verified: see :func:`valid_checkpoint`)."""
+    return AtomicDirectory(path, error=CheckpointError).latest()
+
+
+def _replay_problem(where: Path, checksum: bool) -> str | None:
+    """Why a replay buffer's snapshot inside checkpoint ``where`` is not intact."""
+    components = json.loads((where / _MANIFEST).read_text()).get("components", {})
+    for name, entry in components.items():
+        if entry.get("kind") != "replay":
+            continue
+        replay = AtomicDirectory(where / _REPLAY / name, error=CheckpointError)
+        inner = replay.latest()
+        why = "no complete snapshot" if inner is None else replay.verify(inner, checksum=checksum)
+        if why is not None:
+            return f"{_REPLAY}/{name}/{replay.latest_name()}: {why}"
+    return None
+
+
+def valid_checkpoint(path: Any, *, checksum: bool = False) -> tuple[Path | None, list]:
+    """The newest intact checkpoint under ``path``, and ``(checkpoint, why)`` for each
+    newer one skipped (a folder ``LATEST`` names that is gone, a file cut short or changed).
+
+    Args:
+        path: the run's checkpoint directory.
+        checksum: also check the replay buffers' chunk files by checksum (by default by
+            size: a restore stays memory-mapped); ``state.pt`` is always checksummed.
+    """
+    folder = AtomicDirectory(path, error=CheckpointError)
+    return folder.newest_valid(
+        checksum=checksum, check=functools.partial(_replay_problem, checksum=checksum)
+    )
+
+
+def _write_state(tmp: Path, payload: dict[str, Any]) -> None:
+    body = io.BytesIO()
+    torch.save(payload, body)  # in memory first: the file's size is known, a failure named
+    view = body.getbuffer()
+    with guard(tmp / _STATE, len(view), CheckpointError), open(tmp / _STATE, "wb") as f:
+        f.write(view)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _dump_replay(name: str, buffer: Any, tmp: Path, base: Path | None) -> None:
     try:
-        name = (Path(path) / _LATEST).read_text().strip()
-    except FileNotFoundError:
-        return None
-    found = Path(path) / name
-    return found if (found / _MANIFEST).is_file() else None
+        buffer.dumps(tmp / _REPLAY / name, base=base / _REPLAY / name if base else None)
+    except (OSError, RuntimeError) as err:  # rl-replay's CheckpointError is a RuntimeError
+        raise CheckpointError(f"replay buffer {name!r}: {err}") from err
 
 
 def save_checkpoint(
-    path: Any, *, extra: dict[str, Any] | None = None, rng: bool = True, **components: Any
+    path: Any, *, extra: dict[str, Any] | None = None, rng: bool = True, keep: int = 2,
+    **components: Any,
 ) -> Path:
     """Write every component into a new checkpoint under ``path``, atomically.
 
@@ -120,6 +163,7 @@ def save_checkpoint(
             returned by :func:`load_checkpoint`.
         rng: also save torch's (CPU and initialised CUDA), numpy's and Python's global
             RNG states.
+        keep: checkpoints kept (the newest ``keep``; 2: one to fall back to).
         **components: the run's objects by name: anything with ``state_dict`` /
             ``load_state_dict`` (modules, optimizers, collectors, transformed envs,
             target updaters) and replay buffers (saved with their own ``dumps``).
@@ -129,6 +173,9 @@ def save_checkpoint(
 
     Raises:
         TypeError: a component has neither ``state_dict`` nor ``dumps``.
+        CheckpointError: an OS failure (full disk, file size limit, permissions) naming
+            the path, the bytes wanted and the cause; the unfinished checkpoint is
+            removed and ``LATEST`` still names the previous one.
 
     Examples:
         >>> import tempfile, torch
@@ -140,29 +187,20 @@ def save_checkpoint(
         >>> load_checkpoint(run, policy=net, optim=opt)["step"]
         7
     """
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    folder = AtomicDirectory(path, keep=keep, error=CheckpointError)
     kinds = {name: _kind(obj) for name, obj in components.items()}
-    previous = latest_checkpoint(path)
-    number = int(previous.name.removeprefix("ckpt-")) + 1 if previous else 0
-    final = path / f"ckpt-{number:06d}"
-    tmp = path / f"{final.name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)  # left by a save killed mid-write
-    tmp.mkdir()
-    states = {n: obj.state_dict() for n, obj in components.items() if kinds[n] == "state_dict"}
-    payload = {
-        "components": states,
-        "extra": dict(extra or {}),
-        "rng": _rng_state() if rng else None,
-    }
-    with open(tmp / _STATE, "wb") as f:
-        torch.save(payload, f)
-        f.flush()
-        os.fsync(f.fileno())
-    for name, obj in components.items():
-        if kinds[name] == "replay":
-            base = previous / _REPLAY / name if previous is not None else None
-            obj.dumps(tmp / _REPLAY / name, base=base)
+    base = folder.base()
+    tmp = folder.begin()
+    try:
+        states = {n: o.state_dict() for n, o in components.items() if kinds[n] == "state_dict"}
+        _write_state(tmp, {"components": states, "extra": dict(extra or {}),
+                           "rng": _rng_state() if rng else None})
+        for name, obj in components.items():
+            if kinds[name] == "replay":
+                _dump_replay(name, obj, tmp, base)
+    except BaseException:
+        folder.abort(tmp)
+        raise
     manifest = {
         "format": FORMAT,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -171,20 +209,7 @@ def save_checkpoint(
         "components": {n: {"kind": kinds[n], "type": _type_name(o)} for n, o in components.items()},
         "rng": rng,
     }
-    (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=1))
-    _fsync(tmp / _MANIFEST)
-    shutil.rmtree(final, ignore_errors=True)  # complete but never named by LATEST
-    os.rename(tmp, final)
-    _fsync(path)
-    pointer = path / f"{_LATEST}.tmp"
-    pointer.write_text(final.name)
-    _fsync(pointer)
-    os.replace(pointer, path / _LATEST)
-    _fsync(path)
-    for old in path.glob("ckpt-*"):
-        if old != final:
-            shutil.rmtree(old, ignore_errors=True)
-    return final
+    return folder.commit(tmp, manifest, exclude=(f"{_REPLAY}/*",))
 
 
 def _check_manifest(manifest: dict, components: dict[str, Any], where: Path, strict: bool) -> None:
@@ -215,32 +240,53 @@ def _check_manifest(manifest: dict, components: dict[str, Any], where: Path, str
                 )
 
 
-def load_checkpoint(path: Any, *, strict: bool = True, **components: Any) -> dict[str, Any]:
-    """Load the latest checkpoint under ``path`` into ``components`` (by the same names).
+def _skipped_text(skipped: list[tuple[Path, str]]) -> str:
+    return "; ".join(f"{where.name}: {why}" for where, why in skipped)
 
-    State-dict components are loaded in the order given, collectors (objects with
-    ``update_policy_weights_``) last, so that they share the policy's restored weights
-    with their workers; replay buffers load their own snapshot; RNG states are restored
-    last of all.
+
+def _choose(path: Any, checksum: bool) -> Path:
+    where, skipped = valid_checkpoint(path, checksum=checksum)
+    if where is None:
+        found = "no checkpoint" if not skipped else f"none intact ({_skipped_text(skipped)})"
+        raise CheckpointError(
+            f"path: expected a checkpoint directory with an intact checkpoint, got "
+            f"{str(path)!r}: {found}"
+        )
+    if skipped:
+        message = f"{path}: resuming from {where.name}; skipped {_skipped_text(skipped)}"
+        _log.warning(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    return where
+
+
+def load_checkpoint(
+    path: Any, *, strict: bool = True, checksum: bool = False, **components: Any
+) -> dict[str, Any]:
+    """Load the newest intact checkpoint under ``path`` into ``components`` (same names).
+
+    The checkpoint is verified first (``state.pt`` by size and SHA-256, replay chunks by
+    size, or by checksum with ``checksum=True``); a newer one that fails is skipped with a
+    ``RuntimeWarning`` (and a log record) naming it and why. State-dict components are
+    loaded in the order given, collectors (objects with ``update_policy_weights_``) last,
+    so that they share the policy's restored weights with their workers; replay buffers
+    load their own snapshot; RNG states are restored last of all.
 
     Args:
         path: the run's checkpoint directory.
         strict: refuse a checkpoint written by other versions of the rl packages.
+        checksum: check replay chunk files by checksum too.
         **components: the run's objects, built as for a fresh run.
 
     Returns:
         The ``extra`` dict given to :func:`save_checkpoint`.
 
     Raises:
-        CheckpointError: no complete checkpoint under ``path``, or it was written with
-            another format, other components (names or classes) or, when ``strict``,
-            other package versions; the message names what differs. Nothing is loaded.
+        CheckpointError: no intact checkpoint under ``path`` (each one's problem named),
+            or it was written with another format, other components (names or classes)
+            or, when ``strict``, other package versions; the message names what differs.
+            Nothing is loaded.
     """
-    where = latest_checkpoint(path)
-    if where is None:
-        raise CheckpointError(
-            f"path: expected a checkpoint directory with {_LATEST}, got {str(path)!r}"
-        )
+    where = _choose(path, checksum)
     manifest = json.loads((where / _MANIFEST).read_text())
     _check_manifest(manifest, components, where, strict)
     payload = torch.load(where / _STATE, weights_only=False)
@@ -248,7 +294,7 @@ def load_checkpoint(path: Any, *, strict: bool = True, **components: Any) -> dic
     for name in order:
         obj = components[name]
         if manifest["components"][name]["kind"] == "replay":
-            obj.loads(where / _REPLAY / name)
+            obj.loads(where / _REPLAY / name, checksum=checksum)
         else:
             obj.load_state_dict(payload["components"][name])
     if payload["rng"] is not None:
@@ -274,6 +320,8 @@ class Checkpointer:
             signals are still turned into a clean stop).
         every_frames: save when this many frames passed since the last save (0: only
             on a signal and when :meth:`step` is told ``final=True``).
+        keep: checkpoints kept (2: the newest and one to fall back to when the newest
+            fails verification on :meth:`restore`).
         signals: signals that request a checkpoint and a stop (SIGTERM: Slurm's and
             most schedulers'; SIGUSR2: submitit's preemption and time-limit signal).
             Handlers can only be installed from the main thread; elsewhere none is.
@@ -298,11 +346,15 @@ class Checkpointer:
         directory: Any,
         *,
         every_frames: int = 0,
+        keep: int = 2,
         signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGUSR2),
         **components: Any,
     ) -> None:
         if not isinstance(every_frames, int) or every_frames < 0:
             raise ValueError(f"every_frames: expected an int >= 0, got {every_frames!r}")
+        if not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"keep: expected an int >= 1, got {keep!r}")
+        self.keep = keep
         self.directory = Path(directory) if directory else None
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -317,11 +369,42 @@ class Checkpointer:
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.stop_requested = signum
 
-    def restore(self) -> dict[str, Any] | None:
-        """Load the latest checkpoint, if any; returns its ``extra`` (``None``: none)."""
-        if self.directory is None or latest_checkpoint(self.directory) is None:
+    def restore(self, *, allow_fresh: bool = False) -> dict[str, Any] | None:
+        """Load the newest intact checkpoint; returns its ``extra`` (``None``: a fresh run).
+
+        Newer checkpoints that fail verification are skipped with a ``RuntimeWarning``
+        naming each and why, and renamed ``<name>.corrupt`` (kept for inspection, never
+        loaded or counted again).
+
+        Args:
+            allow_fresh: when the directory has a ``LATEST`` or checkpoints but none is
+                intact, start from scratch (with a warning) instead of raising.
+
+        Raises:
+            CheckpointError: checkpoints exist but none is intact and not
+                ``allow_fresh`` (hours of training are not silently restarted), or the
+                chosen one does not fit the components.
+        """
+        if self.directory is None:
             return None
-        extra = load_checkpoint(self.directory, **self.components)
+        where, skipped = valid_checkpoint(self.directory)
+        if where is None:
+            if not skipped:
+                return None  # nothing was ever saved here: a fresh run
+            why = _skipped_text(skipped)
+            if not allow_fresh:
+                raise CheckpointError(
+                    f"directory: expected an intact checkpoint in {str(self.directory)!r} "
+                    f"(it has {_LATEST} or checkpoints), got none: {why}. Pass "
+                    "allow_fresh=True (the examples' --allow-fresh-start) to start from frame 0"
+                )
+            warnings.warn(f"{self.directory}: starting from scratch; {why}", RuntimeWarning,
+                          stacklevel=2)
+            return None
+        extra = load_checkpoint(self.directory, **self.components)  # warns of `skipped`
+        for bad, _ in skipped:
+            if bad.is_dir():
+                bad.rename(bad.with_name(f"{bad.name}.corrupt"))
         self.saved_frames = int(extra.get("frames", 0))
         return extra
 
@@ -331,7 +414,7 @@ class Checkpointer:
             return None
         start = time.perf_counter()
         where = save_checkpoint(self.directory, extra={**(extra or {}), "frames": frames},
-                                **self.components)
+                                keep=self.keep, **self.components)
         self.saved_frames = frames
         _log.info(
             "checkpoint %s at %d frames in %.3f s", where, frames, time.perf_counter() - start

@@ -12,6 +12,7 @@ from rl_profiling import profiled, record
 from tensordict import TensorDictBase
 
 from rl_collectors._base import BaseCollector
+from rl_collectors._finite import FiniteCheck
 from rl_collectors._keys import DONE, NEXT, POLICY_VERSION, TRAJ_IDS
 from rl_collectors._layout import alloc_buffer, build_plans, make_policy_input, nested
 from rl_collectors._options import CollectorOptions
@@ -76,7 +77,8 @@ class Collector(BaseCollector, ProfilingMixin):
             ``split_trajs``, ``exploration_type``, ``reset_when_done``, ``env_device``,
             ``policy_device``, ``storing_device``, ``postproc``, ``replay_buffer``,
             ``post_collect_hook``, ``weight_updater``, and the performance knobs
-            ``compile_policy``, ``cudagraph_policy``, ``trust_policy``, ``no_cuda_sync``.
+            ``compile_policy``, ``cudagraph_policy``, ``trust_policy``, ``no_cuda_sync``,
+            and ``check_finite`` (a NaN/inf guard, once per batch).
 
     Raises:
         ValueError: an argument is out of range (the message names it).
@@ -130,6 +132,7 @@ class Collector(BaseCollector, ProfilingMixin):
             opts.weight_updater, self.policy, policy
         )
         self._build(shared=False)
+        self._finite = FiniteCheck(self.env) if opts.check_finite else None
         self.frames = 0
         self.iterations = 0
         self.policy_version = 0
@@ -267,6 +270,8 @@ class Collector(BaseCollector, ProfilingMixin):
             self._traj.assign(done, new_start=new_start).reshape(view.batch_size)
         )
         view.get(POLICY_VERSION).fill_(self.policy_version)
+        if self._finite is not None:
+            self._finite(view, self.frames)
         self.frames += view.numel()
         self.iterations += 1
         return view

@@ -86,6 +86,10 @@ class CollectorOptions:
         no_cuda_sync: skip the ``torch.cuda`` stream synchronisation after a policy that
             runs on another device than the env (``policy_device != env_device``).
             Inert without CUDA.
+        check_finite: check each batch's observations, floating-point actions and rewards
+            for NaN and inf (SB3's ``VecCheckNan``, TorchRL's ``FiniteTensorDictCheck``),
+            once per batch: ``rl_envs.NonFiniteError`` names the key, the sub-env and the
+            step of the first one, before the batch is yielded or stored.
 
     Examples:
         >>> CollectorOptions(init_random_frames=100).interaction
@@ -122,6 +126,7 @@ class CollectorOptions:
     cudagraph_policy: bool | dict[str, Any] = False
     trust_policy: bool = False
     no_cuda_sync: bool = False
+    check_finite: bool = False
 
     def __post_init__(self) -> None:
         _check_count("max_frames_per_traj", self.max_frames_per_traj, 1, allow_none=True)
@@ -147,7 +152,7 @@ class CollectorOptions:
                 raise TypeError(
                     f"{name}: expected a bool or a dict of keyword arguments, got {value!r}"
                 )
-        for name in ("trust_policy", "no_cuda_sync"):
+        for name in ("trust_policy", "no_cuda_sync", "check_finite"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name}: expected a bool, got {getattr(self, name)!r}")
         if self.replay_buffer is not None and not hasattr(self.replay_buffer, "extend"):

@@ -33,6 +33,7 @@ from rl_envs._step_mdp import EnvCreator, step_mdp
 from rl_envs._transforms import Compose, Transform, TransformedEnv
 from rl_envs._transforms_action import ActionScaling
 from rl_envs._transforms_atari import EndOfLifeTransform, NoopResetEnv
+from rl_envs._transforms_finite import FiniteTensorDictCheck
 from rl_envs._transforms_frames import CatFrames
 from rl_envs._transforms_image import GrayScale, Resize, ToTensorImage
 from rl_envs._transforms_keys import CatTensors, ExcludeTransform, RenameTransform, SelectTransform
@@ -49,7 +50,13 @@ from rl_envs._transforms_shape import (
 )
 from rl_envs._transforms_vecnorm import VecNorm
 from rl_envs._writer import RolloutWriter
-from rl_envs.exceptions import EnvClosedError, InvalidActionError, SpecError, WorkerError
+from rl_envs.exceptions import (
+    EnvClosedError,
+    InvalidActionError,
+    NonFiniteError,
+    SpecError,
+    WorkerError,
+)
 
 __version__ = "0.1.0"
 
@@ -80,6 +87,7 @@ __all__ = [
     "EnvCreator",
     "ExcludeTransform",
     "FastPathEnv",
+    "FiniteTensorDictCheck",
     "FlattenObservation",
     "GrayScale",
     "GymEnv",
@@ -88,6 +96,7 @@ __all__ = [
     "InvalidActionError",
     "MultiCategorical",
     "MultiDiscreteTensorSpec",
+    "NonFiniteError",
     "NoopResetEnv",
     "NormalizeReward",
     "ObservationNorm",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rl_envs.processes import error_summary
 
-__all__ = ["EnvClosedError", "InvalidActionError", "SpecError", "WorkerError"]
+__all__ = ["EnvClosedError", "InvalidActionError", "NonFiniteError", "SpecError", "WorkerError"]
 
 
 class SpecError(ValueError):
@@ -13,6 +13,11 @@ class SpecError(ValueError):
 
 class InvalidActionError(SpecError):
     """An action handed to ``step`` is outside the action spec, or has the wrong shape/dtype."""
+
+
+class NonFiniteError(ValueError):
+    """A NaN or inf in an observation, reward or action (``FiniteTensorDictCheck``, the
+    collectors' ``check_finite``): the message names the key, the sub-env and the step."""
 
 
 class EnvClosedError(RuntimeError):

@@ -33,6 +33,7 @@ from rl_replay.exceptions import (
     EmptyBufferError,
     InvalidPriorityError,
     ReplayBufferError,
+    StorageError,
     StorageLayoutError,
 )
 
@@ -63,6 +64,7 @@ __all__ = [
     "SliceSampler",
     "SliceSamplerWithoutReplacement",
     "Storage",
+    "StorageError",
     "StorageLayoutError",
     "TD_ERROR",
     "TensorDictMaxValueWriter",

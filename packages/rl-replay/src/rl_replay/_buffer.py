@@ -323,26 +323,35 @@ class ReplayBuffer:
                 self._generator.set_state(state["rng"])
 
     @profiled("ReplayBuffer.dumps")
-    def dumps(self, path: Any, base: Any = None) -> None:
-        """Write an atomic checkpoint to directory ``path`` (see ``docs/replay.md``).
+    def dumps(self, path: Any, base: Any = None, *, keep: int = 2) -> None:
+        """Write an atomic, verified checkpoint to directory ``path`` (``docs/checkpointing.md``).
 
         Interrupted at any point, even by SIGKILL, the previous checkpoint at ``path``
-        still loads. A tensor storage's rows are written in chunks; a chunk unchanged
-        since the latest checkpoint under ``base`` (by default ``path``'s own) is a hard
-        link to that checkpoint's file, so a dump costs what changed.
-        """
-        with self._lock:
-            dump_state(self, path, base)
-
-    @profiled("ReplayBuffer.loads")
-    def loads(self, path: Any) -> None:
-        """Load the latest complete checkpoint from directory ``path``.
+        still loads; the ``keep`` newest are kept. A tensor storage's rows are written in
+        chunks; a chunk unchanged since the base snapshot (the newest under ``base``, by
+        default the one before ``path``'s newest, so the newest and its fallback never
+        share a file) is a hard link to that snapshot's file, so a dump costs what changed.
 
         Raises:
-            CheckpointError: ``path`` holds no complete checkpoint.
+            CheckpointError: an OS failure (full disk, file size limit) naming the path,
+                the bytes wanted and the cause; the previous checkpoint is untouched.
         """
         with self._lock:
-            load_state(self, path)
+            dump_state(self, path, base, keep)
+
+    @profiled("ReplayBuffer.loads")
+    def loads(self, path: Any, *, checksum: bool = False) -> None:
+        """Load the newest intact checkpoint from directory ``path``.
+
+        ``state.pt`` is checked by checksum, chunk files by size (``checksum=True``: by
+        checksum too). A newer snapshot that fails the check is skipped with a
+        ``RuntimeWarning`` naming it and why.
+
+        Raises:
+            CheckpointError: ``path`` holds no intact checkpoint.
+        """
+        with self._lock:
+            load_state(self, path, checksum=checksum)
 
 
 def _check_compilable(

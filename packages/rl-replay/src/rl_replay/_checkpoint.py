@@ -1,47 +1,41 @@
-"""Atomic checkpoints of a buffer: a directory of numbered snapshots and a pointer file.
+"""Atomic, verified checkpoints of a buffer: numbered snapshots and a pointer file.
 
-``dumps(path)`` writes ``path/ckpt-<n>.tmp/state.pt``, fsyncs it, renames the directory
-to ``ckpt-<n>``, then atomically replaces ``path/LATEST`` (``os.replace``) with its name,
-and only then deletes older snapshots. Killed at any point, ``LATEST`` names a complete
-snapshot: the previous one until the replace, the new one after.
+The folder is an :class:`rl_profiling.atomic.AtomicDirectory` (the one writer the run
+checkpointer uses too): ``dumps(path)`` writes ``path/ckpt-<n>.tmp``, then its
+``manifest.json`` last (size and SHA-256 of each file), renames it into place, replaces
+``path/LATEST`` atomically and keeps the ``keep`` newest snapshots. Killed at any point,
+``LATEST`` names a complete snapshot. ``loads`` verifies the snapshot first (``state.pt``
+and the priority tree by checksum, chunk files by size, by checksum on request) and falls
+back to the newest intact one with a warning naming what was skipped and why.
 
 A tensor storage's rows go to chunk files (:mod:`rl_replay._snapshot`): chunks unchanged
-since the base snapshot (the previous one under ``path``, or the latest under ``base``)
-are hard links to its files, so a dump writes what changed, not the whole buffer.
+since the base snapshot are hard links to its files. The base is the snapshot *before* the
+newest (see :meth:`~rl_profiling.atomic.AtomicDirectory.base`), which the dump's commit
+removes, so the newest snapshot and its fallback never share a file.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
+import io
+import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
+from rl_profiling.atomic import AtomicDirectory
 
-from rl_replay._snapshot import dump_chunks
+from rl_replay._snapshot import dump_chunks, write_file
 from rl_replay._tree_snapshot import dump_tree, load_tree
 from rl_replay.exceptions import CheckpointError
 
-__all__ = ["dump_state", "load_state"]
+__all__ = ["dump_state", "load_state", "snapshot_folder"]
 
-_LATEST = "LATEST"
+_log = logging.getLogger(__name__)
 _STATE = "state.pt"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _latest(path: Path) -> str | None:
-    try:
-        return (path / _LATEST).read_text().strip()
-    except FileNotFoundError:
-        return None
+_SIZE_ONLY = ("data/*.bin",)
+"""Chunk files: checked by size on load (a restore stays memory-mapped), by checksum on
+request."""
 
 
 def _chunked(storage: Any) -> bool:
@@ -52,77 +46,89 @@ def _chunked(storage: Any) -> bool:
     )
 
 
-def _snapshot_dir(path: Path | None) -> Path | None:
-    """The snapshot ``path/LATEST`` names, if any."""
-    name = None if path is None else _latest(path)
-    return None if name is None else path / name
+def _base(path: Path, base: Any, keep: int) -> Path | None:
+    """The snapshot chunks may be linked from: ``base``'s newest, or ``path``'s own base."""
+    if base is not None:
+        return AtomicDirectory(base, error=CheckpointError).latest()
+    return AtomicDirectory(path, keep=keep, error=CheckpointError).base()
 
 
-def dump_state(buffer: Any, path: Any, base: Any = None) -> None:
+def dump_state(buffer: Any, path: Any, base: Any = None, keep: int = 2) -> None:
     """Write ``buffer``'s state as a new snapshot under ``path`` and point LATEST at it.
 
-    Chunks of rows unchanged since the latest snapshot under ``base`` (default: ``path``)
-    are linked from it rather than written.
+    Chunks of rows unchanged since the base snapshot (under ``base`` when given: its
+    newest; else the one before ``path``'s newest) are linked from it rather than written.
+
+    Raises:
+        CheckpointError: an OS failure (full disk, file size limit), naming the path and
+            the bytes wanted; the unfinished snapshot is removed, LATEST is unchanged.
     """
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    current = _latest(path)
-    number = int(current.removeprefix("ckpt-")) + 1 if current else 0
-    name = f"ckpt-{number}"
-    tmp = path / f"{name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    storage = buffer.storage
-    in_place = getattr(storage, "scratch_dir", None) is not None and (
-        Path(path).resolve() == storage.scratch_dir.resolve()
-    )
-    state = buffer.state_dict()
-    base_dir = _snapshot_dir(Path(base) if base is not None else path)
-    if hasattr(storage, "checkpoint_state") and in_place:
-        state["storage"] = storage.checkpoint_state(path)
-    elif _chunked(storage):
-        state["storage"] = dump_chunks(storage, tmp, base_dir)
-    tree = getattr(buffer.sampler, "_tree", None)
-    if tree is not None:  # its leaves as files: a delta over the base's when few changed
-        state["sampler"]["tree"] = {"files": dump_tree(tree, tmp, base_dir)}
-    with open(tmp / _STATE, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    shutil.rmtree(path / name, ignore_errors=True)  # left by a dump killed before LATEST
-    os.rename(tmp, path / name)
-    _fsync_dir(path)
-    pointer = path / f"{_LATEST}.tmp"
-    with open(pointer, "w") as f:
-        f.write(name)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(pointer, path / _LATEST)
-    _fsync_dir(path)
-    for old in path.glob("ckpt-*"):
-        if old.name != name:
-            shutil.rmtree(old, ignore_errors=True)
+    folder = AtomicDirectory(path, keep=keep, error=CheckpointError)
+    base_dir = _base(path, base, keep)
+    tmp = folder.begin()
+    try:
+        storage = buffer.storage
+        in_place = getattr(storage, "scratch_dir", None) is not None and (
+            path.resolve() == storage.scratch_dir.resolve()
+        )
+        state = buffer.state_dict()
+        if hasattr(storage, "checkpoint_state") and in_place:
+            state["storage"] = storage.checkpoint_state(path)
+        elif _chunked(storage):
+            state["storage"] = dump_chunks(storage, tmp, base_dir)
+        tree = getattr(buffer.sampler, "_tree", None)
+        if tree is not None:  # its leaves as files: a delta over the base's when few changed
+            state["sampler"]["tree"] = {"files": dump_tree(tree, tmp, base_dir)}
+        body = io.BytesIO()
+        torch.save(state, body)
+        write_file(tmp / _STATE, torch.frombuffer(body.getbuffer(), dtype=torch.uint8))
+    except BaseException:
+        folder.abort(tmp)
+        raise
+    folder.commit(tmp, {"kind": "replay", "type": type(buffer).__qualname__},
+                  size_only=_SIZE_ONLY, base=base_dir)
 
 
-def load_state(buffer: Any, path: Any) -> None:
-    """Load the snapshot ``path/LATEST`` names into ``buffer``.
+def snapshot_folder(path: Any, *, checksum: bool = False) -> Path:
+    """The newest intact snapshot under ``path``; warns naming the newer ones skipped.
+
+    Raises:
+        CheckpointError: no intact snapshot (each one's problem is named).
+    """
+    folder = AtomicDirectory(path, error=CheckpointError)
+    found, skipped = folder.newest_valid(checksum=checksum)
+    why = "; ".join(f"{p.name}: {reason}" for p, reason in skipped)
+    if found is None:
+        raise CheckpointError(
+            f"path: expected a checkpoint directory with an intact snapshot, got "
+            f"{str(path)!r} (LATEST={folder.latest_name()!r}"
+            + (f"; skipped {why})" if skipped else ")")
+        )
+    if skipped:
+        message = f"{path}: loading {found.name}; skipped {why}"
+        _log.warning(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    return found
+
+
+def load_state(buffer: Any, path: Any, *, checksum: bool = False) -> None:
+    """Load the newest intact snapshot under ``path`` into ``buffer``.
 
     Snapshots are pickles (``torch.load(weights_only=False)``): load only your own.
+
+    Raises:
+        CheckpointError: no intact snapshot under ``path``.
     """
-    path = Path(path)
-    name = _latest(path)
-    if name is None or not (path / name / _STATE).is_file():
-        raise CheckpointError(
-            f"path: expected a checkpoint directory with {_LATEST} naming a snapshot, "
-            f"got {str(path)!r} (LATEST={name!r})"
-        )
-    state = torch.load(path / name / _STATE, weights_only=False)
+    where = snapshot_folder(path, checksum=checksum)
+    state = torch.load(where / _STATE, weights_only=False)
     if state["storage"].get("chunked"):
-        state["storage"]["folder"] = str(path / name)  # where its chunk files are
+        state["storage"]["folder"] = str(where)  # where its chunk files are
     tree_files = (state["sampler"].get("tree") or {}).get("files")
     if tree_files is not None:
-        state["sampler"]["tree"] = load_tree(path / name)
+        state["sampler"]["tree"] = load_tree(where)
     buffer.load_state_dict(state)
     tree = getattr(buffer.sampler, "_tree", None)
     if tree_files is not None and tree.tracker is not None:
+        tree.tracker.forget()
         tree.tracker.taken(tree_files["id"])  # the next dump is a delta over this one

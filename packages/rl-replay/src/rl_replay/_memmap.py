@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rl_profiling.atomic import guard
 from tensordict import MemoryMappedTensor
 
 from rl_replay._layout import Layout
 from rl_replay._mapped import Borrowed, borrow_leaves, supported
 from rl_replay._storage import LazyTensorStorage, _layout_from_state, _layout_state
-from rl_replay.exceptions import StorageLayoutError
+from rl_replay.exceptions import StorageError, StorageLayoutError
 
 __all__ = ["LazyMemmapStorage"]
 
@@ -125,8 +126,19 @@ class LazyMemmapStorage(LazyTensorStorage):
 
     def _alloc(self, key: Any, shape: Any, dtype: torch.dtype) -> torch.Tensor:
         filename = str(self._folder() / _file_name(key))
+        nbytes = torch.Size(shape).numel() * dtype.itemsize
+        reserve = self.existsok or not os.path.exists(filename)  # else tensordict refuses it
+        if reserve:
+            try:
+                with guard(filename, nbytes, StorageError, "allocate",
+                           "the storage holds what it held before"):
+                    _reserve(filename, nbytes)
+            except StorageError:
+                with contextlib.suppress(OSError):
+                    os.unlink(filename)  # no file half-allocated where a later run would look
+                raise
         tensor = MemoryMappedTensor.empty(
-            tuple(shape), dtype=dtype, filename=filename, existsok=self.existsok
+            tuple(shape), dtype=dtype, filename=filename, existsok=reserve
         )
         self._register(filename)
         return tensor
@@ -286,3 +298,17 @@ class LazyMemmapStorage(LazyTensorStorage):
         if meta is not None:
             self._open(meta)
         self._tracker = None  # shared with the pickling process (see __getstate__)
+
+
+def _reserve(filename: str, nbytes: int) -> None:
+    """Create the file with its blocks allocated now (``posix_fallocate``), so a full disk
+    fails here, with a named error, not later as a SIGBUS on a write to a page with no
+    block."""
+    fd = os.open(filename, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if nbytes and hasattr(os, "posix_fallocate"):
+            os.posix_fallocate(fd, 0, nbytes)
+        else:
+            os.ftruncate(fd, nbytes)
+    finally:
+        os.close(fd)

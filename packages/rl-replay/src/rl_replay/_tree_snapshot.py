@@ -63,7 +63,7 @@ def _delta(tracker: WriteTracker | None, meta: dict | None, capacity: int) -> to
         return None
     if not tracker.knows(meta["id"]):  # not the snapshot this tree last saved or loaded
         return None
-    changed = tracker.changed()
+    changed = tracker.changed(meta["id"])
     if sum(meta["deltas"]) + len(changed) > COMPACT_FRACTION * capacity:
         return None
     return changed

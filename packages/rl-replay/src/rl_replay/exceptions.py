@@ -11,6 +11,7 @@ __all__ = [
     "EmptyBufferError",
     "InvalidPriorityError",
     "ReplayBufferError",
+    "StorageError",
     "StorageLayoutError",
 ]
 
@@ -29,6 +30,11 @@ class EmptyBufferError(ReplayBufferError, RuntimeError):
 
 class InvalidPriorityError(ReplayBufferError, ValueError):
     """A priority is negative, NaN or infinite, or its index is outside the storage."""
+
+
+class StorageError(ReplayBufferError, RuntimeError):
+    """A storage's files could not be created (a full disk, a file size limit): the
+    message names the file, the bytes wanted and the cause."""
 
 
 class CheckpointError(ReplayBufferError, RuntimeError):

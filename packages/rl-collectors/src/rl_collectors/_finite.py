@@ -1,0 +1,83 @@
+"""The collector's non-finite guard (``check_finite=True``): once per batch, one host sync.
+
+SB3's ``VecCheckNan`` checks every step; TorchRL's ``FiniteTensorDictCheck`` transform
+does too (rl-envs has it). The collector checks the whole batch at once instead: one
+``isfinite().all()`` per checked leaf, reduced on the device, one ``.item()``; only when
+that fails does it search the first bad element, to name its key, sub-env and step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from rl_envs.exceptions import NonFiniteError
+
+__all__ = ["FiniteCheck"]
+
+_NEXT = "next"
+
+
+def _unravel(key: Any) -> tuple:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+class FiniteCheck:
+    """Checks the env's observations, actions and rewards of a batch for NaN and inf.
+
+    Args:
+        env: the collector's env (its specs name the keys checked).
+    """
+
+    def __init__(self, env: Any) -> None:
+        floats = [k for k, spec in _leaves(env.observation_spec) if spec.dtype.is_floating_point]
+        actions = [k for k in env.action_keys if _float_spec(env.full_action_spec, k)]
+        rewards = [k for k, spec in _leaves(env.full_reward_spec)]
+        self.keys = (
+            [_unravel(k) for k in floats + actions]
+            + [(_NEXT, *_unravel(k)) for k in floats + rewards]
+        )
+
+    def __call__(self, batch: Any, frames_before: int) -> None:
+        """Raise :class:`~rl_envs.NonFiniteError` naming the first NaN/inf, if any.
+
+        Args:
+            batch: a ``[*B, T]`` batch (time last).
+            frames_before: frames collected before this batch (for the step named).
+        """
+        leaves = [(key, batch.get(key)) for key in self.keys if key in batch.keys(True, True)]
+        if not leaves:
+            return
+        ok = torch.stack([torch.isfinite(x).all() for _, x in leaves]).all()
+        if bool(ok):  # the one host sync
+            return
+        first = None
+        for key, x in leaves:
+            bad = ~torch.isfinite(x.reshape(*batch.batch_size, -1)).all(-1)
+            if not bad.any():
+                continue
+            where = torch.nonzero(bad.movedim(-1, 0))  # time first: the earliest step
+            t, env_index = int(where[0, 0]), tuple(int(i) for i in where[0, 1:])
+            if first is None or t < first[1]:
+                value = x[(*env_index, t)]
+                first = (key, t, env_index, value)
+        key, t, env_index, value = first
+        rows = max(batch.batch_size[:-1].numel(), 1)
+        raise NonFiniteError(
+            f"check_finite: {key if len(key) > 1 else key[0]!r} is not finite at sub-env "
+            f"{env_index if len(env_index) != 1 else env_index[0]}, step {t} of this batch "
+            f"(frame {frames_before + t * rows} of the run): {value.tolist()}. The env or "
+            "a transform produced it (a reward or observation), or the policy (an action): "
+            "see docs/debugging.md"
+        )
+
+
+def _leaves(spec: Any) -> list[tuple[Any, Any]]:
+    return [(key, spec[key]) for key in spec.keys(True, True)]
+
+
+def _float_spec(spec: Any, key: Any) -> bool:
+    try:
+        return spec[key].dtype.is_floating_point
+    except KeyError:
+        return False
