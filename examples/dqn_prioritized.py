@@ -76,6 +76,7 @@ from rl_objectives import DQNLoss, HardUpdate
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
+from rl_trainers import record_video
 from tensordict.nn import TensorDictSequential
 from torch import nn
 
@@ -115,6 +116,8 @@ class Config:
             CleanRL's); none when empty.
         logger: ``csv``, ``tensorboard``, ``wandb`` (offline unless WANDB_MODE=online) or
             ``mlflow`` (``rl_record.experiment_logger``).
+        video: record one greedy evaluation episode at the end, to the logger
+            (``runs/...`` when ``logdir`` is empty).
         profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
             with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
@@ -151,6 +154,7 @@ class Config:
     device: str = "cpu"
     logdir: str = ""
     logger: str = "tensorboard"
+    video: bool = False
     profile: str = ""
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
@@ -173,9 +177,9 @@ def parse_args() -> Config:
     return Config(**vars(parser.parse_args()))
 
 
-def make_env(env_id: str, num_envs: int, seed: int) -> TransformedEnv:
+def make_env(env_id: str, num_envs: int, seed: int, **gym_kwargs) -> TransformedEnv:
     """One worker's env (module level: pickled by reference into the spawned workers)."""
-    env = TransformedEnv(GymEnv(env_id, num_envs=num_envs), RewardSum())
+    env = TransformedEnv(GymEnv(env_id, num_envs=num_envs, **gym_kwargs), RewardSum())
     env.set_seed(seed)
     return env
 
@@ -196,7 +200,7 @@ def make_agent(cfg: Config) -> tuple[TensorDictSequential, QValueActor]:
 
 def make_logger(cfg: Config):
     # rl_record: --logger csv|tensorboard|wandb|mlflow under --logdir (CleanRL's names)
-    return experiment_logger(cfg.logger, cfg.logdir, cfg, model_name="dqn")
+    return experiment_logger(cfg.logger, cfg.logdir, cfg, video=cfg.video, model_name="dqn")
 
 
 def linear(start: float, end: float, frac: float) -> float:
@@ -293,6 +297,9 @@ def main(cfg: Config) -> dict:
             )
             if logger is not None:
                 log_scalars(logger, frames, mean_return if returns else None, fps, eps, losses)
+        if cfg.video:  # one greedy episode (epsilon inert), rendered, to the logger
+            with make_env(cfg.env_id, 1, cfg.seed, render_mode="rgb_array") as video_env:
+                record_video(policy, video_env, logger, step=frames)
     finally:
         bar.close()
         collector.shutdown()
