@@ -54,6 +54,7 @@ from rl_objectives import GAE, ClipPPOLoss
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_recurrent import LSTMModule, set_recurrent_mode
+from rl_trainers import record_video
 from tensordict import TensorDict
 from tensordict.nn import (
     ProbabilisticTensorDictModule,
@@ -96,6 +97,8 @@ class Config:
             CleanRL's); none when empty.
         logger: ``csv``, ``tensorboard``, ``wandb`` (offline unless WANDB_MODE=online) or
             ``mlflow`` (``rl_record.experiment_logger``).
+        video: record one deterministic evaluation episode at the end, to the logger
+            (``runs/...`` when ``logdir`` is empty).
         profile: Chrome trace path: iterations 3-5 under torch.profiler, ranges included
             with ``RL_PROFILING=1`` (read it with ``rl-profile summary``); none when empty.
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
@@ -126,6 +129,7 @@ class Config:
     device: str = "cpu"
     logdir: str = ""
     logger: str = "tensorboard"
+    video: bool = False
     profile: str = ""
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
@@ -233,8 +237,8 @@ def make_agent(cfg: Config):
     return lstm, actor, critic
 
 
-def make_env(cfg: Config, lstm: LSTMModule) -> TransformedEnv:
-    env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs), MaskVelocity())
+def make_env(cfg: Config, lstm: LSTMModule, **gym_kwargs) -> TransformedEnv:
+    env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs, **gym_kwargs), MaskVelocity())
     # positions are ~0.01-0.1 early on: scale them by CartPole's termination bounds (cart
     # +-2.4, pole +-0.2095 rad) so the LSTM sees values of order one from the start
     env.append_transform(
@@ -249,7 +253,7 @@ def make_env(cfg: Config, lstm: LSTMModule) -> TransformedEnv:
 
 def make_logger(cfg: Config):
     # rl_record: --logger csv|tensorboard|wandb|mlflow under --logdir (CleanRL's names)
-    return experiment_logger(cfg.logger, cfg.logdir, cfg, model_name="ppo_lstm")
+    return experiment_logger(cfg.logger, cfg.logdir, cfg, video=cfg.video, model_name="ppo_lstm")
 
 
 @torch.no_grad()
@@ -349,6 +353,10 @@ def main(cfg: Config) -> dict:
     print(timing.report())
     if timing.trace:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
+    if cfg.video:  # one deterministic episode, rendered, to the logger (rl_trainers)
+        video_cfg = dataclasses.replace(cfg, num_envs=1)
+        with make_env(video_cfg, lstm, render_mode="rgb_array") as video_env:
+            record_video(actor, video_env, logger, step=frames)
     if logger is not None:
         logger.close()
     return {
