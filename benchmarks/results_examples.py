@@ -161,13 +161,9 @@ def logged_series(logdir: Path) -> dict[str, list[list[float]]]:
             for tag in sorted(events.Tags()["scalars"]) if tag != "charts/SPS"}
 
 
-def code_fingerprint(name: str) -> str:
-    """Hash of ``examples/<name>.py``'s syntax tree without docstrings (comments never reach it).
-
-    Any change to what the example runs (a ``Config`` default, a network, the loop) changes
-    it; editing a docstring or a comment does not.
-    """
-    tree = ast.parse((EXAMPLES_DIR / f"{name}.py").read_text())
+def _code_dump(path: Path) -> tuple[str, ast.Module]:
+    """``path``'s syntax tree without docstrings, dumped (and the tree)."""
+    tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
@@ -175,7 +171,35 @@ def code_fingerprint(name: str) -> str:
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
             node.body = body[1:] or [ast.Pass()]
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:12]
+    return ast.dump(tree), tree
+
+
+def sibling_imports(tree: ast.Module) -> list[str]:
+    """Example modules beside this one that ``tree`` imports (``from sac_pendulum import``)."""
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    return sorted({m for m in names if (EXAMPLES_DIR / f"{m}.py").is_file()})
+
+
+def code_fingerprint(name: str) -> str:
+    """Hash of ``examples/<name>.py``'s syntax tree without docstrings (comments never reach it),
+    and of the sibling example modules it imports, recursively (``sac_mujoco.py`` runs
+    ``sac_pendulum.py``).
+
+    Any change to what the example runs (a ``Config`` default, a network, the loop, an
+    imported sibling) changes it; editing a docstring or a comment does not. An example
+    that imports no sibling keeps the hash of its own tree alone.
+    """
+    dumps, todo, seen = [], [name], set()
+    while todo:
+        module = todo.pop(0)
+        if module in seen:
+            continue
+        seen.add(module)
+        dump, tree = _code_dump(EXAMPLES_DIR / f"{module}.py")
+        dumps.append(dump)
+        todo += sibling_imports(tree)
+    return hashlib.sha256("\n".join(dumps).encode()).hexdigest()[:12]
 
 
 def drop_stale(records: list[dict], extra: list[str]) -> list[dict]:

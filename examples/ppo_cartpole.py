@@ -30,7 +30,7 @@ import torch
 from rl_collectors import Checkpointer, Collector
 from rl_envs import GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
 from rl_modules import MLP, ProbabilisticActor, ValueOperator
-from rl_objectives import GAE, ClipPPOLoss
+from rl_objectives import GAE, ClipPPOLoss, make_update_step
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
@@ -75,6 +75,9 @@ class Config:
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
+        compile: run the update step (loss, backward, clip, Adam) through ``torch.compile``
+            (the first minibatch eager, the next compiles; the JSON's ``compile_seconds``).
+        cudagraphs: capture the update step in a CUDA graph (``device="cuda"`` only).
         allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
             checkpoints but none is intact (else the run stops with an error).
         no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
@@ -105,6 +108,8 @@ class Config:
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
+    compile: bool = False
+    cudagraphs: bool = False
     allow_fresh_start: bool = False
     no_check_finite: bool = False
 
@@ -191,10 +196,15 @@ def main(cfg: Config) -> dict:
     )
     params = list(loss_fn.parameters())
     optim = torch.optim.Adam(
-        params, lr=cfg.lr, eps=1e-5, fused=True
-    )  # one kernel for all parameters
+        params, lr=torch.tensor(cfg.lr) if cfg.compile else cfg.lr, eps=1e-5, fused=True
+    )  # one kernel for all parameters; a tensor lr, so the schedule does not recompile
     num_batches = -(-cfg.total_frames // frames_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
+    # with --compile / --cudagraphs: loss, backward, clip and Adam as one function; eager
+    # runs keep the phases apart below, so the run report splits loss, backward, optimiser
+    update = (make_update_step(loss_fn, optim, max_grad_norm=cfg.max_grad_norm,
+                               compile=cfg.compile, cudagraphs=cfg.cudagraphs)
+              if cfg.compile or cfg.cudagraphs else None)
     logger, returns = make_logger(cfg), deque(maxlen=20)
     # The run report: every phase timed (and a named range), total time, frames/s; with
     # --profile, a torch.profiler trace of iterations 3-5 (the first 2 warm up).
@@ -210,6 +220,7 @@ def main(cfg: Config) -> dict:
 
     bar = tqdm(total=cfg.total_frames, initial=frames, unit="frame", mininterval=1.0)
     resumed_from, start = frames, time.perf_counter()
+    steady = None  # (frames, time) after the first batch, which compiles
     batches = iter(collector)
     for i in range(first, num_batches):
         with timing.add_time("collect"):
@@ -227,6 +238,10 @@ def main(cfg: Config) -> dict:
             for _ in range(len(buffer) // minibatch):
                 with timing.add_time("replay"):
                     sample = buffer.sample(minibatch)
+                if update is not None:  # --compile / --cudagraphs: one function, one phase
+                    with timing.add_time("update"):
+                        losses = update(sample)
+                    continue
                 with timing.add_time("loss"):
                     losses = loss_fn(sample)
                     loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
@@ -240,6 +255,7 @@ def main(cfg: Config) -> dict:
         with timing.add_time("weight_push"):
             collector.update_policy_weights_()
         timing.step(batch.numel())
+        steady = steady or (frames, time.perf_counter())
         mean_return = sum(returns) / max(len(returns), 1)
         if ckpt.step(frames, {"batch": i, "returns": list(returns)}, final=i == num_batches - 1):
             break  # SIGTERM: the checkpoint is written, stop cleanly
@@ -257,6 +273,10 @@ def main(cfg: Config) -> dict:
     ckpt.close()
     seconds = time.perf_counter() - start
     print(timing.report())
+    fps_steady = steady_fps(steady, frames)
+    compile_seconds = update.compile_seconds if update is not None else 0.0
+    print(f"update step: {compile_seconds:.1f} s compiling; steady state after the "
+          f"first batch: {fps_steady} frames/s")
     result = {
         "frames": frames,
         "seconds": round(seconds, 2),
@@ -266,6 +286,8 @@ def main(cfg: Config) -> dict:
         "seed": cfg.seed,
         "resumed_from_frames": resumed_from,
         "stopped_by_signal": ckpt.stop_requested is not None,
+        "compile_seconds": round(compile_seconds, 2),
+        "steady_fps": fps_steady,
     }
     if timing.stop() is not None:
         result["trace"] = timing.trace
@@ -279,6 +301,13 @@ def main(cfg: Config) -> dict:
     if logger is not None:
         logger.close()
     return result
+
+
+def steady_fps(steady: tuple[int, float] | None, frames: int) -> float | None:
+    """Frames/s after the first batch (the one that compiles), or ``None`` with one batch."""
+    if steady is None or frames == steady[0]:
+        return None
+    return round((frames - steady[0]) / (time.perf_counter() - steady[1]), 1)
 
 
 if __name__ == "__main__":

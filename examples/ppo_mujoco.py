@@ -38,7 +38,7 @@ from rl_envs import (
     VecNorm,
 )
 from rl_modules import MLP, IndependentNormal, ProbabilisticActor, ValueOperator
-from rl_objectives import GAE, ClipPPOLoss
+from rl_objectives import GAE, ClipPPOLoss, make_update_step
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
@@ -77,6 +77,9 @@ class Config:
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
+        compile: run the update step (loss, backward, clip, Adam) through ``torch.compile``
+            (the first minibatch eager, the next compiles; the JSON's ``compile_seconds``).
+        cudagraphs: capture the update step in a CUDA graph (``device="cuda"`` only).
         allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
             checkpoints but none is intact (else the run stops with an error).
         no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
@@ -105,6 +108,8 @@ class Config:
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
+    compile: bool = False
+    cudagraphs: bool = False
     allow_fresh_start: bool = False
     no_check_finite: bool = False
 
@@ -198,9 +203,15 @@ def main(cfg: Config) -> dict:
         loss_critic_type="l2",
     )
     params = list(loss_fn.parameters())
-    optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, fused=True)
+    lr = torch.tensor(cfg.lr) if cfg.compile else cfg.lr  # a tensor: the schedule won't recompile
+    optim = torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
     num_batches = -(-cfg.total_frames // frames_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
+    # with --compile / --cudagraphs: loss, backward, clip and Adam as one function; eager
+    # runs keep the phases apart below, so the run report splits loss, backward, optimiser
+    update = (make_update_step(loss_fn, optim, max_grad_norm=cfg.max_grad_norm,
+                               compile=cfg.compile, cudagraphs=cfg.cudagraphs)
+              if cfg.compile or cfg.cudagraphs else None)
     logger, returns = make_logger(cfg), deque(maxlen=20)
     timing = RunReport(
         f"PPO {cfg.env_id}", profile=cfg.profile or None
@@ -216,6 +227,7 @@ def main(cfg: Config) -> dict:
     returns.extend(saved["returns"] if saved else [])
     bar = tqdm(total=cfg.total_frames, initial=frames, unit="frame", mininterval=1.0)
     resumed_from, start, losses = frames, time.perf_counter(), None
+    steady = None  # (frames, time) after the first batch, which compiles
     batches = iter(collector)
     for i in range(first, num_batches):
         with timing.add_time("collect"):
@@ -232,6 +244,10 @@ def main(cfg: Config) -> dict:
             for _ in range(len(buffer) // minibatch):
                 with timing.add_time("replay"):
                     sample = buffer.sample(minibatch)
+                if update is not None:  # --compile / --cudagraphs: one function, one phase
+                    with timing.add_time("update"):
+                        losses = update(sample)
+                    continue
                 with timing.add_time("loss"):
                     losses = loss_fn(sample)
                     loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
@@ -245,6 +261,7 @@ def main(cfg: Config) -> dict:
         with timing.add_time("weight_push"):
             collector.update_policy_weights_()
         timing.step(batch.numel())
+        steady = steady or (frames, time.perf_counter())
         mean_return = sum(returns) / max(len(returns), 1)
         if ckpt.step(frames, {"batch": i, "returns": list(returns)}, final=i == num_batches - 1):
             break  # SIGTERM: the checkpoint is written, stop cleanly
@@ -259,6 +276,10 @@ def main(cfg: Config) -> dict:
     seconds = time.perf_counter() - start
     timing.stop()
     print(timing.report())
+    fps_steady = steady_fps(steady, frames)
+    compile_seconds = update.compile_seconds if update is not None else 0.0
+    print(f"update step: {compile_seconds:.1f} s compiling; steady state after the "
+          f"first batch: {fps_steady} frames/s")
     if timing.trace:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     if logger is not None:
@@ -272,8 +293,17 @@ def main(cfg: Config) -> dict:
         "seed": cfg.seed,
         "resumed_from_frames": resumed_from,
         "stopped_by_signal": ckpt.stop_requested is not None,
+        "compile_seconds": round(compile_seconds, 2),
+        "steady_fps": fps_steady,
         "env_id": cfg.env_id,
     }
+
+
+def steady_fps(steady: tuple[int, float] | None, frames: int) -> float | None:
+    """Frames/s after the first batch (the one that compiles), or ``None`` with one batch."""
+    if steady is None or frames == steady[0]:
+        return None
+    return round((frames - steady[0]) / (time.perf_counter() - steady[1]), 1)
 
 
 def log_scalars(logger, frames: int, mean_return: float | None, fps: float, losses) -> None:
