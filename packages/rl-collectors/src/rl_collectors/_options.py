@@ -79,6 +79,7 @@ class CollectorOptions:
         cudagraph_policy: wrap the policy in ``tensordict.nn.CudaGraphModule`` (``True``
             or a dict of its keyword arguments) when it runs on a CUDA device: one graph
             launch per forward instead of one per kernel. Inert (logged) elsewhere.
+            Both follow the rules of ``docs/compile.md``, as ``make_update_step`` does.
         trust_policy: skip the output checks: the construction probe still learns the
             keys the policy writes but no longer checks them (action written, env keys
             kept, in-place semantics), and the env's value checks of the first actions
