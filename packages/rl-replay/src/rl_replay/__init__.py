@@ -11,6 +11,7 @@ from rl_replay._buffer import ReplayBuffer
 from rl_replay._compressed import CompressedStorage
 from rl_replay._keys import INDEX, IS_INIT, PRIORITY_WEIGHT, TD_ERROR
 from rl_replay._memmap import LazyMemmapStorage
+from rl_replay._multistep import MultiStep
 from rl_replay._prioritized import PrioritizedSampler
 from rl_replay._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
 from rl_replay._slice import SliceSampler
@@ -50,6 +51,7 @@ __all__ = [
     "LazyMemmapStorage",
     "LazyTensorStorage",
     "ListStorage",
+    "MultiStep",
     "NumbaPriorityTree",
     "PRIORITY_WEIGHT",
     "PrioritizedReplayBuffer",
