@@ -37,7 +37,7 @@ from rl_modules import (
     TanhNormal,
     ValueOperator,
 )
-from rl_objectives import CrossQLoss, SACLoss, SoftUpdate, TD3Loss
+from rl_objectives import CrossQLoss, SACLoss, SoftUpdate, TD3Loss, make_update_step
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
@@ -77,6 +77,9 @@ class Config:
         checkpoint_dir: where checkpoints go; none when empty (SIGTERM still stops cleanly).
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
+        compile: run each gradient step (loss, backward, Adam, target lerp) as one
+            ``torch.compile``d ``make_update_step`` (needs ``policy_delay`` 1).
+        cudagraphs: capture that step in a CUDA graph (``device="cuda"`` only).
         allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
             checkpoints but none is intact (else the run stops with an error).
         no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
@@ -111,6 +114,8 @@ class Config:
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
+    compile: bool = False
+    cudagraphs: bool = False
     allow_fresh_start: bool = False
     no_check_finite: bool = False
     algo: str = "sac"
@@ -232,6 +237,7 @@ def main(cfg: Config) -> dict:
                                     sampler=RandomSampler(), batch_size=cfg.batch_size)
     loss_fn, target_updater = make_loss(actor, qvalue, env, cfg)
     optim = torch.optim.Adam([p for p in loss_fn.parameters() if p.requires_grad], lr=cfg.lr)
+    update = make_step(loss_fn, optim, target_updater, cfg)  # None: eager, phases apart
     logger, returns = make_logger(cfg), deque(maxlen=20)
     timing = RunReport(
         f"{cfg.algo.upper()} {cfg.env_id}", profile=cfg.profile or None
@@ -247,6 +253,7 @@ def main(cfg: Config) -> dict:
     returns.extend(saved["returns"] if saved else [])
     bar = tqdm(total=cfg.total_frames, initial=frames, unit="frame", mininterval=1.0)
     resumed_from, start, losses = frames, time.perf_counter(), None
+    steady = None  # (frames, time) after the first batch that trained (and compiled)
     batches = iter(collector)
     while True:
         with timing.add_time("collect"):
@@ -261,10 +268,18 @@ def main(cfg: Config) -> dict:
         if frames >= cfg.learning_starts:
             owed += batch.numel() * cfg.updates_per_frame
             while owed >= 1.0:
-                losses = train_step(buffer, loss_fn, optim, target_updater, timing,
-                                    actor_step=updates % cfg.policy_delay == 0)
+                if update is not None:  # --compile / --cudagraphs: one function, one phase
+                    with timing.add_time("replay"):
+                        sample = buffer.sample()
+                    with timing.add_time("update"):
+                        losses = update(sample)
+                else:
+                    losses = train_step(buffer, loss_fn, optim, target_updater, timing,
+                                        actor_step=updates % cfg.policy_delay == 0)
                 owed, updates = owed - 1.0, updates + 1
         timing.step(batch.numel())
+        if steady is None and (update is None or update.compile_seconds > 0):
+            steady = (frames, time.perf_counter()) if losses is not None else None
         mean_return = sum(returns) / max(len(returns), 1)
         extra = {"updates": updates, "owed": owed, "returns": list(returns)}
         if ckpt.step(frames, extra, final=frames >= cfg.total_frames):
@@ -280,6 +295,10 @@ def main(cfg: Config) -> dict:
     seconds = time.perf_counter() - start
     timing.stop()
     print(timing.report())
+    fps_steady = steady_fps(steady, frames)
+    compile_seconds = update.compile_seconds if update is not None else 0.0
+    print(f"update step: {compile_seconds:.1f} s compiling; steady state after the "
+          f"first batch that trained: {fps_steady} frames/s")
     if timing.trace:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     if cfg.video:  # one deterministic episode, rendered, to the logger (rl_trainers)
@@ -297,7 +316,27 @@ def main(cfg: Config) -> dict:
         "seed": cfg.seed,
         "resumed_from_frames": resumed_from,
         "stopped_by_signal": ckpt.stop_requested is not None,
+        "compile_seconds": round(compile_seconds, 2),
+        "steady_fps": fps_steady,
     }
+
+
+def steady_fps(steady: tuple[int, float] | None, frames: int) -> float | None:
+    """Frames/s after the first batch (the one that compiles), or ``None`` with one batch."""
+    if steady is None or frames == steady[0]:
+        return None
+    return round((frames - steady[0]) / (time.perf_counter() - steady[1]), 1)
+
+
+def make_step(loss_fn, optim, target_updater, cfg: Config):
+    """With --compile / --cudagraphs, the gradient step as one ``make_update_step``."""
+    if not (cfg.compile or cfg.cudagraphs):
+        return None
+    if cfg.policy_delay != 1:
+        raise ValueError(f"--compile/--cudagraphs: expected --policy-delay 1 (one function "
+                         f"updates every loss), got {cfg.policy_delay}")
+    return make_update_step(loss_fn, optim, target_updater=target_updater,
+                            compile=cfg.compile, cudagraphs=cfg.cudagraphs)
 
 
 def train_step(buffer, loss_fn, optim, target_updater: SoftUpdate | None, timing: RunReport,
