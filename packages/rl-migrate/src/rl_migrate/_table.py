@@ -108,7 +108,7 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
                                  "_utils", "merge_ray_runtime_env"),
     "`set_gym_backend`": ("set_gym_backend",),
     "Replay: n-step and slice samplers": (
-        "PrioritizedSliceSampler", "LazyStackStorage", "RayReplayBuffer"),
+        "LazyStackStorage", "RayReplayBuffer"),
     "Transforms not here yet": ("FrameSkipTransform", "RNDTransform", "R3MTransform",
                                 "VIPTransform", "BatchSizeTransform", "RandomCropTensorDict"),
     "Weight updaters not here": ("RemoteModuleWeightUpdater",),

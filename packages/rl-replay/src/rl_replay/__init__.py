@@ -15,6 +15,7 @@ from rl_replay._multistep import MultiStep
 from rl_replay._prioritized import PrioritizedSampler
 from rl_replay._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
 from rl_replay._slice import SliceSampler
+from rl_replay._slice_prioritized import PrioritizedSliceSampler
 from rl_replay._slice_wor import SliceSamplerWithoutReplacement
 from rl_replay._storage import LazyTensorStorage, ListStorage, Storage
 from rl_replay._td_buffers import TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
@@ -56,6 +57,7 @@ __all__ = [
     "PRIORITY_WEIGHT",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
+    "PrioritizedSliceSampler",
     "PriorityTree",
     "RandomSampler",
     "ReplayBuffer",

@@ -10,6 +10,7 @@ from rl_replay._td_buffers import TensorDictPrioritizedReplayBuffer, TensorDictR
 from rl_replay._torchrl_buffers import PrioritizedReplayBuffer
 from rl_replay.replay_buffers.samplers import (
     PrioritizedSampler,
+    PrioritizedSliceSampler,
     RandomSampler,
     Sampler,
     SamplerWithoutReplacement,
@@ -37,6 +38,7 @@ __all__ = [
     "ListStorage",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
+    "PrioritizedSliceSampler",
     "RandomSampler",
     "ReplayBuffer",
     "RoundRobinWriter",
