@@ -72,7 +72,7 @@ EXPECTED = (
     "ActionMask", "DTypeCastTransform", "PrioritizedReplayBuffer", "TensorStorage", "VTrace",
     "default_value_kwargs", "BoundedTensorSpec", "CompositeSpec", "VanillaWeightUpdater",
     "MultiProcessedWeightUpdater", "WeightUpdaterBase", "GymEnv", "Collector", "ReplayBuffer",
-    "SliceSamplerWithoutReplacement", "MultiStep",
+    "SliceSamplerWithoutReplacement", "MultiStep", "PrioritizedSliceSampler",
     "ClipPPOLoss", "ProbabilisticActor", "ExplorationType", "LSTMModule", "CSVLogger", "Trainer",
 )
 
