@@ -35,6 +35,7 @@ from rl_envs._transforms_action import ActionScaling
 from rl_envs._transforms_atari import EndOfLifeTransform, NoopResetEnv
 from rl_envs._transforms_finite import FiniteTensorDictCheck
 from rl_envs._transforms_frames import CatFrames
+from rl_envs._transforms_frameskip import FrameSkipTransform
 from rl_envs._transforms_image import GrayScale, Resize, ToTensorImage
 from rl_envs._transforms_keys import CatTensors, ExcludeTransform, RenameTransform, SelectTransform
 from rl_envs._transforms_lib import InitTracker, RewardSum, StepCounter
@@ -89,6 +90,7 @@ __all__ = [
     "FastPathEnv",
     "FiniteTensorDictCheck",
     "FlattenObservation",
+    "FrameSkipTransform",
     "GrayScale",
     "GymEnv",
     "GymWrapper",

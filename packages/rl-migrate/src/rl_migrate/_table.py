@@ -109,7 +109,7 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
     "`set_gym_backend`": ("set_gym_backend",),
     "Replay: n-step and slice samplers": (
         "LazyStackStorage", "RayReplayBuffer"),
-    "Transforms not here yet": ("FrameSkipTransform", "RNDTransform", "R3MTransform",
+    "Transforms not here yet": ("RNDTransform", "R3MTransform",
                                 "VIPTransform", "BatchSizeTransform", "RandomCropTensorDict"),
     "Weight updaters not here": ("RemoteModuleWeightUpdater",),
     "Optimiser helpers": ("group_optimizers",),
