@@ -72,7 +72,7 @@ EXPECTED = (
     "ActionMask", "DTypeCastTransform", "PrioritizedReplayBuffer", "TensorStorage", "VTrace",
     "default_value_kwargs", "BoundedTensorSpec", "CompositeSpec", "VanillaWeightUpdater",
     "MultiProcessedWeightUpdater", "WeightUpdaterBase", "GymEnv", "Collector", "ReplayBuffer",
-    "SliceSamplerWithoutReplacement", "MultiStep", "PrioritizedSliceSampler",
+    "SliceSamplerWithoutReplacement", "MultiStep", "PrioritizedSliceSampler", "FrameSkipTransform",
     "ClipPPOLoss", "ProbabilisticActor", "ExplorationType", "LSTMModule", "CSVLogger", "Trainer",
 )
 
