@@ -39,6 +39,7 @@ from rl_collectors._multi import (
 from rl_collectors._options import CollectorOptions, RemoteOptions
 from rl_collectors._ray import RayCollector
 from rl_collectors._ray_weight_sync import RayWeightUpdater
+from rl_collectors._remote_weight_sync import RemoteModuleWeightUpdater
 from rl_collectors._rpc import RPCDataCollector
 from rl_collectors._traj import TrajCounter, split_trajectories
 from rl_collectors.exceptions import (
@@ -84,6 +85,7 @@ __all__ = [
     "RPCDataCollector",
     "RayCollector",
     "RayWeightUpdater",
+    "RemoteModuleWeightUpdater",
     "RemoteOptions",
     "SyncDataCollector",
     "TrajCounter",

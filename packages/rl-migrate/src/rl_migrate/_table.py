@@ -111,7 +111,6 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
         "LazyStackStorage", "RayReplayBuffer"),
     "Transforms not here yet": ("RNDTransform", "R3MTransform",
                                 "VIPTransform", "BatchSizeTransform", "RandomCropTensorDict"),
-    "Weight updaters not here": ("RemoteModuleWeightUpdater",),
     "Optimiser helpers": ("group_optimizers",),
 }
 _PREFIXES: dict[str, tuple[str, ...]] = {
