@@ -73,6 +73,7 @@ EXPECTED = (
     "default_value_kwargs", "BoundedTensorSpec", "CompositeSpec", "VanillaWeightUpdater",
     "MultiProcessedWeightUpdater", "WeightUpdaterBase", "GymEnv", "Collector", "ReplayBuffer",
     "SliceSamplerWithoutReplacement", "MultiStep", "PrioritizedSliceSampler", "FrameSkipTransform",
+    "RemoteModuleWeightUpdater",
     "ClipPPOLoss", "ProbabilisticActor", "ExplorationType", "LSTMModule", "CSVLogger", "Trainer",
 )
 
