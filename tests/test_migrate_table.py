@@ -74,6 +74,7 @@ EXPECTED = (
     "MultiProcessedWeightUpdater", "WeightUpdaterBase", "GymEnv", "Collector", "ReplayBuffer",
     "SliceSamplerWithoutReplacement", "MultiStep", "PrioritizedSliceSampler", "FrameSkipTransform",
     "RemoteModuleWeightUpdater",
+    "IQLLoss", "CQLLoss", "TD3BCLoss",
     "ClipPPOLoss", "ProbabilisticActor", "ExplorationType", "LSTMModule", "CSVLogger", "Trainer",
 )
 
