@@ -28,12 +28,23 @@ from collections import deque
 
 import torch
 from rl_collectors import Checkpointer, Collector
-from rl_envs import EndOfLifeTransform, GymEnv, RewardSum, SignTransform, TransformedEnv
+from rl_envs import (
+    CatFrames,
+    EndOfLifeTransform,
+    GrayScale,
+    GymEnv,
+    Resize,
+    RewardSum,
+    SignTransform,
+    ToTensorImage,
+    TransformedEnv,
+)
 from rl_modules import ActorValueOperator, NatureCNN, ProbabilisticActor, ValueOperator
 from rl_objectives import GAE, ClipPPOLoss
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
+from rl_trainers import record_video
 from tensordict.nn import TensorDictModule
 from torch import nn
 
@@ -75,6 +86,10 @@ class Config:
         allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
             checkpoints but none is intact (else the run stops with an error).
         no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
+        video: record one deterministic evaluation episode at the end, to the logger (ALE's
+            own RGB screen, 210x160; see :func:`make_video_env`).
+        video_max_steps: the recorded episode's agent-step limit (a truncation; ALE's
+            default is 108,000 frames).
     """
 
     env_id: str = "ALE/Breakout-v5"
@@ -103,6 +118,8 @@ class Config:
     resume: bool = False
     allow_fresh_start: bool = False
     no_check_finite: bool = False
+    video: bool = False
+    video_max_steps: int = 27_000
 
 
 def parse_args() -> Config:
@@ -126,6 +143,22 @@ def make_env(cfg: Config) -> TransformedEnv:
     env = TransformedEnv(base, EndOfLifeTransform())
     env.append_transform(RewardSum())      # the true score, before clipping
     env.append_transform(SignTransform())  # learn from -1/0/1
+    env.set_seed(cfg.seed)
+    return env
+
+
+def make_video_env(cfg: Config) -> TransformedEnv:
+    """One ALE env that renders its RGB screen (ALE's C++ vector env cannot render), its
+    observation rebuilt as the training env's: the frame skip, grayscale, 84x84 and 4
+    stacked frames (as floats in [0, 1]: ``NatureCNN`` scales uint8 frames to that); unlike
+    ALE's vector env, no max over the last two skipped frames and no no-ops or FIRE at
+    reset."""
+    base = GymEnv(cfg.env_id, num_envs=1, vectorization_mode="sync", render_mode="rgb_array",
+                  frameskip=cfg.frame_skip, repeat_action_probability=0.0,
+                  max_episode_steps=cfg.video_max_steps)
+    env = TransformedEnv(base, ToTensorImage())
+    for transform in (GrayScale(), Resize(84, 84), CatFrames(N=4, dim=-3), RewardSum()):
+        env.append_transform(transform)
     env.set_seed(cfg.seed)
     return env
 
@@ -159,7 +192,7 @@ def make_agent(env: TransformedEnv, cfg: Config) -> ActorValueOperator:
 
 def make_logger(cfg: Config):
     # rl_record: --logger csv|tensorboard|wandb|mlflow under --logdir (CleanRL's names)
-    return experiment_logger(cfg.logger, cfg.logdir, cfg, model_name="ppo")
+    return experiment_logger(cfg.logger, cfg.logdir, cfg, video=cfg.video, model_name="ppo")
 
 
 def main(cfg: Config) -> dict:
@@ -259,9 +292,13 @@ def main(cfg: Config) -> dict:
     print(timing.report())
     if timing.trace:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
+    frames = steps * cfg.frame_skip
+    video = None
+    if cfg.video:  # one deterministic episode, ALE's screen, to the logger (rl_trainers)
+        with make_video_env(cfg) as video_env:
+            video = record_video(actor, video_env, logger, step=frames)
     if logger is not None:
         logger.close()
-    frames = steps * cfg.frame_skip
     return {
         "frames": frames,
         "seconds": round(seconds, 2),
@@ -272,6 +309,8 @@ def main(cfg: Config) -> dict:
         "resumed_from_frames": resumed_from,
         "stopped_by_signal": ckpt.stop_requested is not None,
         "env_id": cfg.env_id,
+        "video_return": video.returns[0] if video else None,
+        "video_length": video.lengths[0] if video else None,
     }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import time
 from collections import deque
 
@@ -42,6 +43,7 @@ from rl_objectives import GAE, ClipPPOLoss, make_update_step
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
+from rl_trainers import record_video
 from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule
 from torch import nn
 
@@ -83,6 +85,10 @@ class Config:
         allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
             checkpoints but none is intact (else the run stops with an error).
         no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
+        video: record one deterministic evaluation episode at the end, to the logger
+            (MuJoCo renders offscreen through ``MUJOCO_GL``, ``egl`` unless set: headless
+            Mesa/EGL; ``osmesa`` needs libOSMesa).
+        video_max_steps: the recorded episode's step limit (a truncation); 0: the env's.
     """
 
     env_id: str = "Hopper-v5"
@@ -112,6 +118,8 @@ class Config:
     cudagraphs: bool = False
     allow_fresh_start: bool = False
     no_check_finite: bool = False
+    video: bool = False
+    video_max_steps: int = 0
 
 
 def parse_args() -> Config:
@@ -129,8 +137,8 @@ def parse_args() -> Config:
     return Config(**vars(parser.parse_args()))
 
 
-def make_env(cfg: Config) -> TransformedEnv:
-    env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs), DoubleToFloat())
+def make_env(cfg: Config, **gym_kwargs) -> TransformedEnv:
+    env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs, **gym_kwargs), DoubleToFloat())
     env.append_transform(RewardSum())  # the true return, before the reward is scaled
     # cumulative statistics (decay 1), as CleanRL's NormalizeObservation: late in training
     # they barely move, so the policy's inputs keep their meaning
@@ -173,7 +181,7 @@ def make_agent(env: TransformedEnv, cfg: Config):
 
 def make_logger(cfg: Config):
     # rl_record: --logger csv|tensorboard|wandb|mlflow under --logdir (CleanRL's names)
-    return experiment_logger(cfg.logger, cfg.logdir, cfg, model_name="ppo")
+    return experiment_logger(cfg.logger, cfg.logdir, cfg, video=cfg.video, model_name="ppo")
 
 
 def main(cfg: Config) -> dict:
@@ -282,6 +290,7 @@ def main(cfg: Config) -> dict:
           f"first batch: {fps_steady} frames/s")
     if timing.trace:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
+    video_length = record_eval_video(cfg, env, actor, logger, frames) if cfg.video else None
     if logger is not None:
         logger.close()
     return {
@@ -296,7 +305,22 @@ def main(cfg: Config) -> dict:
         "compile_seconds": round(compile_seconds, 2),
         "steady_fps": fps_steady,
         "env_id": cfg.env_id,
+        "video_length": video_length,
     }
+
+
+def record_eval_video(cfg: Config, env: TransformedEnv, actor, logger, frames: int) -> int:
+    """One deterministic episode on a rendering env that normalises observations with the
+    trained ``VecNorm`` statistics (frozen), to the logger; its length in steps."""
+    os.environ["MUJOCO_GL"] = os.environ.get("MUJOCO_GL") or "egl"  # headless offscreen GL
+    limit = {"max_episode_steps": cfg.video_max_steps} if cfg.video_max_steps else {}
+    video_cfg = dataclasses.replace(cfg, num_envs=1)
+    with make_env(video_cfg, render_mode="rgb_array", **limit) as video_env:
+        trained = next(t for t in env.transform if isinstance(t, VecNorm))
+        norm = next(t for t in video_env.transform if isinstance(t, VecNorm))
+        norm.load_state_dict(trained.state_dict())
+        norm.freeze()
+        return record_video(actor, video_env, logger, step=frames).lengths[0]
 
 
 def steady_fps(steady: tuple[int, float] | None, frames: int) -> float | None:
