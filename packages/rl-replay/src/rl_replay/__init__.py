@@ -11,6 +11,8 @@ from rl_replay._buffer import ReplayBuffer
 from rl_replay._compressed import CompressedStorage
 from rl_replay._keys import INDEX, IS_INIT, PRIORITY_WEIGHT, TD_ERROR
 from rl_replay._memmap import LazyMemmapStorage
+from rl_replay._minari import MinariExperienceReplay
+from rl_replay._minari_writer import write_minari_dataset
 from rl_replay._multistep import MultiStep
 from rl_replay._prioritized import PrioritizedSampler
 from rl_replay._samplers import RandomSampler, Sampler, SamplerWithoutReplacement
@@ -32,6 +34,7 @@ from rl_replay._writers import (
 )
 from rl_replay.exceptions import (
     CheckpointError,
+    DatasetError,
     EmptyBufferError,
     InvalidPriorityError,
     ReplayBufferError,
@@ -44,6 +47,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CheckpointError",
     "CompressedStorage",
+    "DatasetError",
     "EmptyBufferError",
     "INDEX",
     "IS_INIT",
@@ -52,6 +56,7 @@ __all__ = [
     "LazyMemmapStorage",
     "LazyTensorStorage",
     "ListStorage",
+    "MinariExperienceReplay",
     "MultiStep",
     "NumbaPriorityTree",
     "PRIORITY_WEIGHT",
@@ -80,4 +85,5 @@ __all__ = [
     "__version__",
     "make_priority_tree",
     "triton_tree_available",
+    "write_minari_dataset",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "CheckpointError",
+    "DatasetError",
     "EmptyBufferError",
     "InvalidPriorityError",
     "ReplayBufferError",
@@ -39,3 +40,8 @@ class StorageError(ReplayBufferError, RuntimeError):
 
 class CheckpointError(ReplayBufferError, RuntimeError):
     """A checkpoint directory is missing, incomplete or of another layout."""
+
+
+class DatasetError(ReplayBufferError, RuntimeError):
+    """An offline dataset is missing, incomplete or corrupt, or cannot be written: the
+    message names the file and what to do."""
