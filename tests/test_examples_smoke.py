@@ -32,6 +32,12 @@ EXTRA_ARGS = {
                         "--updates-per-frame", "0.05"],
     # one HalfCheetah episode is 1000 steps: it ends inside the 1024 frames
     "sac_mujoco.py": ["--learning-starts", "16", "--updates-per-frame", "0.05", "--hidden", "64"],
+    # offline: a 1,000-frame random Pendulum dataset made first (in the scratch directory),
+    # then 256 IQL gradient steps ("frames"), evaluated twice
+    "iql_offline.py": ["--env-id", "Pendulum-v1", "--dataset-id", "test/pendulum-random-v0",
+                       "--record-frames", "1000", "--minari-root", "minari", "--copies-root",
+                       "copies", "--total-frames", "256", "--eval-every", "128",
+                       "--eval-episodes", "2", "--hidden", "64", "--batch-size", "64"],
 }
 
 

@@ -121,6 +121,10 @@ class MinariExperienceReplay(TensorDictReplayBuffer):
     incomplete or corrupt raises :class:`DatasetError` naming the file, and nothing is
     written over it; ``download="force"`` rebuilds the copy from the local Minari dataset.
 
+    Attributes:
+        metadata: the Minari dataset's ``metadata.json`` (with what its writer stored,
+            e.g. ``behaviour_return``), ``dataset_id`` and ``rows``.
+
     Args:
         dataset_id: the Minari id (e.g. ``"mujoco/halfcheetah/medium-v0"``).
         batch_size: rows per ``sample()``.
@@ -185,10 +189,10 @@ class MinariExperienceReplay(TensorDictReplayBuffer):
                 raise DatasetError(f"{copies.root}: no copy of {dataset_id!r} and download=False; "
                                    f"pass load_from_local_minari=True to build it ({MAKE_ONE})")
             self._build(copies, load_from_local_minari)
-        data = self._map(copies)
+        data, manifest = self._map(copies)
         self._max_len = data["mask"].shape[1] if split_trajs else 0
-        self.metadata = {"dataset_id": dataset_id, "episodes": int(data["episode"].unique().numel())
-                         if not split_trajs else data.batch_size[0]}
+        self.metadata = {**manifest.get("minari_metadata", {}), "dataset_id": dataset_id,
+                         "rows": manifest["rows"]}
         super().__init__(storage=_MappedStorage(data), sampler=sampler or RandomSampler(),
                          writer=ImmutableDatasetWriter(), batch_size=batch_size,
                          transform=transform, **kwargs)
@@ -224,6 +228,7 @@ class MinariExperienceReplay(TensorDictReplayBuffer):
                 f"remote datasets cannot be downloaded here; the dataset must be local: "
                 f"{MAKE_ONE}")
         data = _read_episodes(source)
+        meta = json.loads((source / _DATA / "metadata.json").read_text())
         if self.split_trajs:
             data = _split(data)
         tmp = copies.begin()
@@ -233,11 +238,12 @@ class MinariExperienceReplay(TensorDictReplayBuffer):
             copies.abort(tmp)
             raise
         copies.commit(tmp, {"format": _FORMAT, "dataset_id": self.dataset_id,
-                            "source": str(source), "rows": data.batch_size[0]},
+                            "source": str(source), "rows": data.batch_size[0],
+                            "minari_metadata": meta},
                       size_only=(f"{_DATA}/*",))
 
     @staticmethod
-    def _map(copies: AtomicDirectory) -> TensorDict:
+    def _map(copies: AtomicDirectory) -> tuple[TensorDict, dict]:
         latest = copies.latest()
         if latest is None:
             raise DatasetError(f"{copies.root / copies.latest_name()}: the copy is incomplete "
@@ -247,4 +253,5 @@ class MinariExperienceReplay(TensorDictReplayBuffer):
             raise DatasetError(f"{latest / problem.split(':')[0]}: the memory-mapped copy is "
                                f"corrupt ({problem}); nothing was written over it: rebuild it "
                                "with download='force'")
-        return TensorDict.load_memmap(latest / _DATA)
+        manifest = json.loads((latest / "manifest.json").read_text())
+        return TensorDict.load_memmap(latest / _DATA), manifest

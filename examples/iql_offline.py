@@ -1,0 +1,230 @@
+"""Offline RL from a Minari dataset: IQL (or CQL, TD3+BC, behaviour cloning), top to bottom.
+
+    uv run benchmarks/make_offline_dataset.py              # records rl/halfcheetah/medium-v0
+    uv run examples/iql_offline.py                         # IQL, 100k gradient steps
+    uv run examples/iql_offline.py --loss cql              # or td3bc, bc
+    uv run examples/iql_offline.py --env-id Pendulum-v1 --dataset-id demo/pendulum-v0 \\
+        --record-frames 20000                              # records a random-policy set first
+
+The pieces: ``MinariExperienceReplay`` over the dataset (memory-mapped after its first
+load; ``--record-frames`` records a random-policy dataset with a ``Collector`` and
+``write_minari_dataset`` when the dataset is missing); ``sac_pendulum.py``'s actor and
+critic builders (a ``TanhNormal`` ``ProbabilisticActor`` for IQL and CQL, a tanh
+deterministic actor for TD3+BC and BC); ``IQLLoss`` (with a ``ValueOperator`` for V),
+``CQLLoss`` or ``TD3BCLoss``, and ``SoftUpdate`` of the target critics. Every
+``--eval-every`` gradient steps the actor plays ``--eval-episodes`` deterministic episodes
+in the real env (``rl_trainers.evaluate``). One "frame" here is one gradient step, so
+``--total-frames`` is the number of gradient steps (the examples' shared flag). The last
+line printed is one JSON object with the run's figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+import types
+from pathlib import Path
+
+import torch
+from rl_collectors import Collector
+from rl_modules import MLP, ValueOperator
+from rl_objectives import CQLLoss, IQLLoss, SoftUpdate, TD3BCLoss
+from rl_profiling import RunReport
+from rl_record import experiment_logger
+from rl_replay import DatasetError, MinariExperienceReplay, write_minari_dataset
+from rl_trainers import evaluate
+from sac_pendulum import make_agent, make_env, parse_args
+from torch import nn
+
+LOSSES = ("iql", "cql", "td3bc", "bc")
+
+
+@dataclasses.dataclass
+class Config:
+    """Offline hyper-parameters (IQL's paper settings for the MuJoCo locomotion sets).
+
+    Attributes:
+        env_id: the gymnasium env the dataset was recorded on (evaluation runs there).
+        dataset_id: the Minari dataset id.
+        minari_root: Minari's dataset folder (empty: ``$MINARI_DATASETS_PATH`` or
+            ``~/.minari/datasets``).
+        copies_root: where the memory-mapped copies go (empty: ``~/.cache/rl_replay``).
+        record_frames: when the dataset is missing, record this many frames of a uniform
+            random policy first (0: a missing dataset is an error).
+        loss: ``iql``, ``cql``, ``td3bc`` or ``bc``.
+        total_frames: gradient steps.
+        batch_size: transitions per gradient step.
+        lr: Adam learning rate of every network.
+        gamma: discount.
+        tau: Polyak weight of the target critics.
+        hidden: width of the two hidden layers of every network.
+        expectile: IQL's ``tau``.
+        temperature: IQL's inverse temperature ``beta``.
+        cql_weight: CQL's ``min_q_weight``.
+        td3bc_alpha: TD3+BC's ``alpha``.
+        eval_every: gradient steps between evaluations (and one at the end).
+        eval_episodes: deterministic episodes per evaluation.
+        num_envs: sub-envs of the evaluation (and recording) env.
+        seed: seed of torch and of the envs.
+        threads: torch intra-op threads.
+        device: device of the networks and the loss.
+        logdir: where the logger writes; none when empty.
+        logger: ``csv``, ``tensorboard``, ``wandb`` or ``mlflow``.
+        profile: Chrome trace path of iterations 3-5; none when empty.
+    """
+
+    env_id: str = "HalfCheetah-v5"
+    dataset_id: str = "rl/halfcheetah/medium-v0"
+    minari_root: str = ""
+    copies_root: str = ""
+    record_frames: int = 0
+    loss: str = "iql"
+    total_frames: int = 100_000
+    batch_size: int = 256
+    lr: float = 3e-4
+    gamma: float = 0.99
+    tau: float = 0.005
+    hidden: int = 256
+    expectile: float = 0.7
+    temperature: float = 3.0
+    cql_weight: float = 5.0
+    td3bc_alpha: float = 2.5
+    eval_every: int = 5_000
+    eval_episodes: int = 10
+    num_envs: int = 1
+    seed: int = 0
+    threads: int = 1
+    device: str = "cpu"
+    logdir: str = ""
+    logger: str = "tensorboard"
+    profile: str = ""
+
+
+def load_dataset(cfg: Config) -> MinariExperienceReplay:
+    """The dataset as a replay buffer; recorded first with a random policy if it is missing
+    and ``record_frames`` says so (Minari's folder: ``--minari-root``, else its own)."""
+    if cfg.minari_root:
+        os.environ["MINARI_DATASETS_PATH"] = str(Path(cfg.minari_root).resolve())
+
+    def load() -> MinariExperienceReplay:
+        return MinariExperienceReplay(cfg.dataset_id, cfg.batch_size,
+                                      root=cfg.copies_root or None, load_from_local_minari=True)
+
+    try:
+        return load()
+    except DatasetError:
+        if not cfg.record_frames:
+            raise
+    env = make_env(cfg)  # write_minari_dataset refuses to write over an existing dataset
+    steps = max(1, min(cfg.record_frames // cfg.num_envs, 1000))
+    collector = Collector(env, None, frames_per_batch=steps * cfg.num_envs,
+                          total_frames=cfg.record_frames)
+    write_minari_dataset(cfg.dataset_id, collector, env_id=cfg.env_id,
+                         metadata={"algorithm_name": "uniform random policy"})
+    collector.shutdown()
+    return load()
+
+
+def make_loss(cfg: Config, env):
+    """The loss of ``cfg.loss``, its actor, and the target updater (``None`` for BC)."""
+    if cfg.loss not in LOSSES:
+        raise ValueError(f"--loss: expected one of {LOSSES}, got {cfg.loss!r}")
+    algo = "td3" if cfg.loss in ("td3bc", "bc") else "sac"
+    actor, qvalue = make_agent(env, types.SimpleNamespace(
+        algo=algo, hidden=cfg.hidden, critic_hidden=0, device=cfg.device))
+    if cfg.loss == "bc":
+        return BCLoss(actor), actor, None
+    if cfg.loss == "iql":
+        n_obs = env.observation_spec["observation"].shape[-1]
+        value = ValueOperator(MLP(n_obs, 1, num_cells=cfg.hidden, depth=2,
+                                  activation_class=nn.ReLU), in_keys=["observation"])
+        loss = IQLLoss(actor, qvalue, value.to(cfg.device), loss_function="l2", gamma=cfg.gamma,
+                       expectile=cfg.expectile, temperature=cfg.temperature)
+    elif cfg.loss == "cql":
+        loss = CQLLoss(actor, qvalue, loss_function="l2", gamma=cfg.gamma,
+                       min_q_weight=cfg.cql_weight, action_spec=env.action_spec)
+    else:
+        loss = TD3BCLoss(actor, qvalue, action_spec=env.action_spec, loss_function="l2",
+                         alpha=cfg.td3bc_alpha, gamma=cfg.gamma)
+    return loss, actor, SoftUpdate(loss, tau=cfg.tau)
+
+
+class BCLoss(nn.Module):
+    """Behaviour cloning: ``loss_actor = E[mean_j (mu(s)_j - a_j)^2]`` (the deterministic
+    actor; TD3+BC with ``alpha = 0`` minus its critics)."""
+
+    def __init__(self, actor: nn.Module) -> None:
+        super().__init__()
+        self.actor_network = actor
+
+    def forward(self, batch):
+        action = self.actor_network(batch.select("observation"))["action"]
+        return {"loss_actor": (action - batch["action"]).pow(2).mean()}
+
+
+def main(cfg: Config) -> dict:
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    torch.distributions.Distribution.set_default_validate_args(False)
+    buffer = load_dataset(cfg)
+    env = make_env(cfg)
+    n_act = env.action_spec.shape[-1]
+    low = env.action_spec.space.low.reshape(-1, n_act)[0].to(cfg.device)
+    high = env.action_spec.space.high.reshape(-1, n_act)[0].to(cfg.device)
+    margin = 1e-4 * (high - low)  # TanhNormal's log-prob is infinite at the bounds
+    loss_fn, actor, target_updater = make_loss(cfg, env)
+    optim = torch.optim.Adam([p for p in loss_fn.parameters() if p.requires_grad], lr=cfg.lr)
+    logger = experiment_logger(cfg.logger, cfg.logdir, cfg, model_name=cfg.loss)
+    timing = RunReport(f"{cfg.loss.upper()} offline {cfg.dataset_id}",
+                       profile=cfg.profile or None)
+    evals, losses, start = [], None, time.perf_counter()
+    for step in range(1, cfg.total_frames + 1):
+        with timing.add_time("replay"):
+            batch = buffer.sample().to(cfg.device)
+            batch["action"] = torch.maximum(torch.minimum(batch["action"], high - margin),
+                                            low + margin)
+        with timing.add_time("loss"):
+            losses = loss_fn(batch)
+            total = sum(v for k, v in losses.items() if k.startswith("loss_"))
+        with timing.add_time("backward"):
+            optim.zero_grad(set_to_none=True)
+            total.backward()
+        with timing.add_time("optimiser"):
+            optim.step()
+            if target_updater is not None:
+                target_updater.step()
+        timing.step(1)
+        if step % cfg.eval_every == 0 or step == cfg.total_frames:
+            with timing.add_time("eval"):
+                result = evaluate(actor, env, cfg.eval_episodes, seed=cfg.seed + step)
+            evals.append((step, result.mean_return))
+            log(logger, step, result.mean_return, step / (time.perf_counter() - start), losses)
+    seconds = time.perf_counter() - start
+    timing.stop()
+    print(timing.report())
+    env.close()
+    if logger is not None:
+        logger.close()
+    return {
+        "frames": cfg.total_frames, "seconds": round(seconds, 2),
+        "mean_return": round(evals[-1][1], 2), "fps": round(cfg.total_frames / seconds, 1),
+        "loss": cfg.loss, "dataset_id": cfg.dataset_id, "dataset_transitions": len(buffer),
+        "behaviour_return": buffer.metadata.get("behaviour_return"),
+        "evaluations": [[s, round(r, 2)] for s, r in evals], "seed": cfg.seed,
+    }
+
+
+def log(logger, step: int, mean_return: float, sps: float, losses) -> None:
+    if logger is None:
+        return
+    logger.add_scalar("charts/episodic_return", mean_return, step)
+    logger.add_scalar("charts/SPS", sps, step)
+    for key, value in losses.items():
+        if key.startswith("loss_"):
+            logger.add_scalar(f"losses/{key.removeprefix('loss_')}_loss", float(value), step)
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(parse_args(Config, __doc__))))

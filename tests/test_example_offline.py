@@ -1,0 +1,42 @@
+"""``examples/iql_offline.py`` with each ``--loss`` on a tiny dataset it records itself (its
+IQL run is the smoke and profiling tests'); the figures come back and the dataset's
+behaviour return is read from the dataset's metadata."""
+
+from __future__ import annotations
+
+import math
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.timeout(300)
+def test_every_loss_trains_from_a_recorded_dataset(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    monkeypatch.syspath_prepend(str(EXAMPLES))  # it imports sac_pendulum, as a script does
+    threads = torch.get_num_threads()
+    results = {}
+    try:
+        for loss in ("cql", "td3bc", "bc"):
+            monkeypatch.setattr(sys, "argv", [
+                "iql_offline.py", "--env-id", "Pendulum-v1", "--dataset-id", "test/p-v0",
+                "--record-frames", "400", "--minari-root", "minari", "--copies-root", "copies",
+                "--total-frames", "20", "--eval-every", "10", "--eval-episodes", "1",
+                "--hidden", "32", "--batch-size", "32", "--loss", loss])
+            ns = runpy.run_path(str(EXAMPLES / "iql_offline.py"), run_name="example_under_test")
+            results[loss] = ns["main"](ns["parse_args"](ns["Config"], ns["__doc__"]))
+    finally:
+        torch.set_num_threads(threads)
+    for loss, result in results.items():
+        assert result["loss"] == loss and result["frames"] == 20, result
+        assert result["dataset_transitions"] == 400, result
+        assert [s for s, _ in result["evaluations"]] == [10, 20], result
+        assert all(math.isfinite(r) and r < 0 for _, r in result["evaluations"]), result
+    assert result["behaviour_return"] is None  # a random-policy set stores none
+    assert len(list((tmp_path / "minari").rglob("main_data.hdf5"))) == 1  # recorded once
