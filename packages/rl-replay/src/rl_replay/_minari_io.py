@@ -35,10 +35,9 @@ def import_minari() -> Any:
 def minari_root(root: Any = None) -> Path:
     """Minari's local dataset folder: ``root``, else ``$MINARI_DATASETS_PATH``, else
     ``~/.minari/datasets`` (Minari's own rule)."""
-    if root is not None:
-        return Path(root)
-    env = os.environ.get("MINARI_DATASETS_PATH")
-    return Path(env) if env else Path.home() / ".minari" / "datasets"
+    if root is None:
+        root = os.environ.get("MINARI_DATASETS_PATH") or Path.home() / ".minari" / "datasets"
+    return Path(root).expanduser().resolve()  # Minari's storage joins relative paths twice
 
 
 def minari_dataset_dir(dataset_id: str, root: Any = None) -> Path:
