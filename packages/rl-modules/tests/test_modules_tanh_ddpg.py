@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from rl_envs import Bounded, Categorical, OneHot
+from rl_envs import Binary, Bounded, Categorical, OneHot
 from rl_modules import (
     MLP,
     DdpgMlpActor,
@@ -14,6 +14,7 @@ from rl_modules import (
     TanhDelta,
     TanhModule,
 )
+from rl_modules.exceptions import ActionSpecError
 from tensordict import TensorDict
 
 
@@ -68,6 +69,56 @@ def test_distributional_bad_support():
         DistributionalQValueModule(support=torch.tensor([1.0, 0.0]))
     with pytest.raises(ValueError, match="var_nums"):
         DistributionalQValueModule(support=torch.tensor([0.0, 1.0]), var_nums=2)
+
+
+def _greedy_per_block(log_probs, support, blocks):
+    """Each block's argmax of the expected values, one sample and one block at a time."""
+    out, start = [], 0
+    for n in blocks:
+        rows = []
+        for b in range(log_probs.shape[0]):
+            q = [float((log_probs[b, :, start + a].exp() * support).sum()) for a in range(n)]
+            rows.append(max(range(n), key=q.__getitem__))
+        out.append(rows)
+        start += n
+    return torch.tensor(out).T  # [B, K]
+
+
+def test_distributional_mult_one_hot_and_binary_choose_inside_each_block():
+    torch.manual_seed(0)
+    support = torch.tensor([-1.0, 0.0, 2.0])
+    logp = torch.log_softmax(torch.randn(6, 3, 5), dim=-2)
+    multi = DistributionalQValueModule("mult-one-hot", support, var_nums=[2, 3])
+    action = multi(TensorDict(action_value=logp, batch_size=[6]))["action"]
+    best = _greedy_per_block(logp, support, [2, 3])
+    expected = torch.cat([torch.nn.functional.one_hot(best[:, 0], 2),
+                          torch.nn.functional.one_hot(best[:, 1], 3)], -1)
+    assert torch.equal(action, expected) and multi.action_blocks == [2, 3]
+    logp = torch.log_softmax(torch.randn(6, 3, 6), dim=-2)
+    bits = DistributionalQValueModule(support=support, spec=Binary(3))  # inferred: binary
+    action = bits(TensorDict(action_value=logp, batch_size=[6]))["action"]
+    assert bits.action_space == "binary" and action.dtype == torch.int8
+    assert torch.equal(action.long(), _greedy_per_block(logp, support, [2, 2, 2]))
+    actor = DistributionalQValueActor(MLP(4, (3, 5), num_cells=8, depth=1), support,
+                                      action_space="mult_one_hot", var_nums=[2, 3])
+    out = actor(TensorDict(observation=torch.randn(7, 4), batch_size=[7]))
+    assert out["action"].shape == (7, 5) and actor.action_blocks == [2, 3]
+    assert out["action"][:, :2].sum(-1).eq(1).all() and out["action"][:, 2:].sum(-1).eq(1).all()
+
+
+def test_distributional_multi_choice_bad_input():
+    support = torch.tensor([0.0, 1.0])
+    with pytest.raises(ValueError, match="var_nums"):
+        DistributionalQValueModule("mult-one-hot", support)
+    with pytest.raises(ValueError, match="var_nums"):
+        DistributionalQValueModule("mult-one-hot", support, var_nums=[3, 1])
+    with pytest.raises(ValueError, match="Binary spec"):
+        DistributionalQValueModule("binary", support, spec=OneHot(2))
+    with pytest.raises(ValueError, match="action_mask_key"):
+        DistributionalQValueModule("mult-one-hot", support, action_mask_key="mask", var_nums=2)
+    multi = DistributionalQValueModule("mult-one-hot", support, var_nums=[2, 3])
+    with pytest.raises(ActionSpecError, match="expected 5 columns"):
+        multi(TensorDict(action_value=torch.zeros(1, 2, 4), batch_size=[1]))
 
 
 def test_ddpg_networks_shapes_and_small_last_layer():

@@ -170,6 +170,46 @@ def test_c51_loss_matches_the_reference_and_moves_only_the_online_net():
     assert all(p.grad is None for p in loss.target_value_network.parameters())
 
 
+@pytest.mark.parametrize("space", ["mult-one-hot", "binary"])
+def test_c51_several_choices_match_the_per_choice_reference(space):
+    torch.manual_seed(0)
+    blocks = [2, 2] if space == "binary" else [2, 3]
+    # what the loss reads of rl_modules.DistributionalQValueActor: support, action_space
+    # and action_blocks (each choice's columns), on log-probabilities [B, N, sum(blocks)]
+    net = torch.nn.Sequential(torch.nn.Linear(OBS, 5 * sum(blocks)),
+                              torch.nn.Unflatten(-1, (5, sum(blocks))),
+                              torch.nn.LogSoftmax(dim=-2))
+    actor = TensorDictModule(net, ["observation"], ["action_value"])
+    actor.support, actor.action_space, actor.action_blocks = (
+        torch.linspace(-2, 2, 5), space, blocks)
+    support = actor.support
+    loss = DistributionalDQNLoss(actor, gamma=0.9)
+    td = _batch()
+    g = torch.Generator().manual_seed(1)
+    index = torch.stack([torch.randint(n, (B,), generator=g) for n in blocks], -1)  # [B, K]
+    td["action"] = (index.to(torch.int8) if space == "binary" else torch.cat(
+        [torch.nn.functional.one_hot(index[:, k], n) for k, n in enumerate(blocks)], -1))
+    out = loss(td)
+    nxt, per_choice, start = td["next"], [], 0
+    probs_all = loss.target_value_network(nxt.copy())["action_value"].exp()
+    logp_all = loss.value_network(td.copy())["action_value"]
+    discount = 0.9 * (~nxt["terminated"].squeeze(-1))
+    for k, n in enumerate(blocks):  # each choice: C51 on its own block
+        probs = probs_all[..., start:start + n]
+        best = (probs * support[:, None]).sum(-2).argmax(-1)
+        m = _project_loop(probs[torch.arange(B), :, best], nxt["reward"].squeeze(-1),
+                          discount, support)
+        logp = logp_all[torch.arange(B), :, start + index[:, k]]
+        per_choice.append(-(m * logp).sum(-1))
+        start += n
+    per_sample = torch.stack(per_choice, -1).mean(-1)
+    torch.testing.assert_close(out["loss"], per_sample.mean())
+    torch.testing.assert_close(td["td_error"], per_sample.detach())
+    out["loss"].backward()
+    assert all(p.grad is not None for p in loss.value_network.parameters())
+    assert all(p.grad is None for p in loss.target_value_network.parameters())
+
+
 def test_c51_bad_input():
     plain = TensorDictModule(torch.nn.Linear(OBS, 2), ["observation"], ["action_value"])
     with pytest.raises(TypeError, match="support"):

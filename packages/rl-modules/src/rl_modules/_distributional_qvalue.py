@@ -7,6 +7,16 @@ TorchRL's layout). The action value is the distribution's mean and the policy is
     Q(s, a) = sum_j z_j p_j(s, a),       action = argmax_a Q(s, a)
 
 ``DistributionalDQNLoss`` (rl-objectives) reads the support from the actor's ``support``.
+
+Several discrete choices per step (TorchRL's ``"mult-one-hot"`` and ``"binary"`` action
+spaces) are *factorised*: each choice ``k`` owns a block of the last dim, with its own
+distributions, and is chosen greedily inside its block (``action_blocks``):
+
+- ``"mult-one-hot"``: ``var_nums`` choices ``[n_1, ..., n_K]``, blocks of ``n_k`` columns;
+  the action is the blocks' one-hot vectors concatenated, ``[*B, sum n_k]``.
+- ``"binary"``: ``n`` bits, each a block of 2 columns (the distributions of the bit at 0
+  and at 1, in that order); the action is the bits, ``[*B, n]``. TorchRL documents this
+  space but its module raises ``NotImplementedError`` on it; this is our reading.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from rl_envs import Composite
+from rl_envs import Binary, Composite
 from rl_profiling import profiled
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
@@ -23,8 +33,37 @@ from torch import nn
 
 from rl_modules._qvalue import _action_space
 from rl_modules._spec_guard import event_spec
+from rl_modules.exceptions import ActionSpecError
 
 __all__ = ["DistributionalQValueActor", "DistributionalQValueModule"]
+
+
+_MULTI = {"mult-one-hot": "mult-one-hot", "mult_one_hot": "mult-one-hot",
+          "multi-one-hot": "mult-one-hot", "binary": "binary"}
+
+
+def _space_and_blocks(action_space: str | None, spec: Any,
+                      var_nums: Any) -> tuple[str, list[int] | None]:
+    """The action space and, for several choices, each choice's number of columns."""
+    leaf = spec.get("action") if isinstance(spec, Composite) else spec
+    if action_space is None and isinstance(leaf, Binary):
+        action_space = "binary"
+    space = _MULTI.get(action_space) if isinstance(action_space, str) else None
+    if space is None:
+        if var_nums is not None:
+            raise ValueError(f"var_nums: only for action_space='mult-one-hot', received "
+                             f"var_nums={var_nums!r} with action_space={action_space!r}")
+        return _action_space(action_space, spec), None
+    if space == "binary":
+        if var_nums is not None or not isinstance(leaf, Binary):
+            raise ValueError("action_space='binary': expected a Binary spec (its n bits) and "
+                             f"no var_nums, received spec={leaf!r}, var_nums={var_nums!r}")
+        return space, [2] * leaf.n
+    nums = [var_nums] if isinstance(var_nums, int) else list(var_nums or [])
+    if not nums or not all(isinstance(n, int) and n >= 2 for n in nums):
+        raise ValueError("var_nums: expected each choice's cardinality (ints >= 2) for "
+                         f"action_space='mult-one-hot', received {var_nums!r}")
+    return space, nums
 
 
 def _check_support(support: Any) -> torch.Tensor:
@@ -42,18 +81,24 @@ class DistributionalQValueModule(TensorDictModuleBase):
     ``action_value`` (the log-probabilities, ``[*B, N, n_actions]``).
 
     Args:
-        action_space: ``"categorical"`` or ``"one-hot"``; inferred from ``spec`` when
-            ``None`` (categorical without a spec).
+        action_space: ``"categorical"``, ``"one-hot"``, ``"mult-one-hot"`` or
+            ``"binary"`` (module docstring); inferred from ``spec`` when ``None``
+            (categorical without a spec).
         support: the atoms ``z`` ``[N]``, increasing (a buffer: moves with ``.to``).
         action_value_key: key of the log-probabilities.
-        action_mask_key: a bool ``[*B, n_actions]`` key of allowed actions, or ``None``.
+        action_mask_key: a bool ``[*B, n_actions]`` key of allowed actions, or ``None``
+            (one choice only).
         out_keys: ``[action, action_value]`` keys.
-        var_nums: TorchRL's multi-one-hot cardinality; not supported (must be ``None``).
-        spec: the action spec (``Categorical`` or ``OneHot``).
+        var_nums: ``"mult-one-hot"``: each choice's cardinality (an int: one choice of that
+            many; a list: one per choice).
+        spec: the action spec (``Categorical``, ``OneHot``, or ``Binary`` for ``"binary"``).
         safe: accepted for TorchRL compatibility (the greedy action is always in the spec).
 
     Raises:
-        ValueError: a bad ``support``, ``action_space`` or a ``var_nums``.
+        ValueError: a bad ``support``, ``action_space`` or ``var_nums``, or an action mask
+            with several choices.
+        ActionSpecError: (at call) ``action_value``'s last dim differs from the choices'
+            columns.
 
     Examples:
         >>> import torch
@@ -62,6 +107,10 @@ class DistributionalQValueModule(TensorDictModuleBase):
         >>> m = DistributionalQValueModule(support=torch.tensor([-1.0, 1.0]))
         >>> m(TensorDict(action_value=logp, batch_size=[1]))["action"]
         tensor([1])
+        >>> two = DistributionalQValueModule("mult-one-hot", torch.tensor([-1.0, 1.0]),
+        ...                                  var_nums=[2, 3])  # choices of 2 and of 3
+        >>> two(TensorDict(action_value=torch.zeros(4, 2, 5), batch_size=[4]))["action"].shape
+        torch.Size([4, 5])
     """
 
     def __init__(
@@ -78,9 +127,10 @@ class DistributionalQValueModule(TensorDictModuleBase):
         super().__init__()
         if support is None:
             raise ValueError("support: expected the atoms of the value distribution, got None")
-        if var_nums is not None:
-            raise ValueError(f"var_nums: multi-one-hot actions are not supported, got {var_nums}")
-        self.action_space = _action_space(action_space, spec)
+        self.action_space, self.var_nums = _space_and_blocks(action_space, spec, var_nums)
+        if self.var_nums is not None and action_mask_key is not None:
+            raise ValueError(f"action_mask_key: one choice only, received {action_mask_key!r} "
+                             f"with action_space={self.action_space!r}")
         leaf = spec.get("action") if isinstance(spec, Composite) else spec
         self.spec = None if leaf is None else event_spec(leaf)
         self._dtype = self.spec.dtype if self.spec is not None else torch.int64
@@ -93,9 +143,37 @@ class DistributionalQValueModule(TensorDictModuleBase):
         """``Q = sum_j z_j p_j``: ``[*B, N, n_actions] -> [*B, n_actions]``."""
         return (log_probs.exp() * self.support.unsqueeze(-1)).sum(-2)
 
+    @property
+    def action_blocks(self) -> list[int] | None:
+        """Each choice's columns of ``action_value`` (``None``: one choice, all columns)."""
+        return self.var_nums
+
+    def greedy_indices(self, log_probs: torch.Tensor) -> torch.Tensor:
+        """Each choice's greedy column inside its block, ``[*B, K]`` (several choices)."""
+        blocks = self.var_nums
+        if log_probs.shape[-1] != sum(blocks):
+            raise ActionSpecError(
+                f"{self.action_value_key}: expected {sum(blocks)} columns ({blocks} for "
+                f"action_space={self.action_space!r}), received shape {tuple(log_probs.shape)}")
+        values = self.expected_values(log_probs).split(blocks, dim=-1)
+        return torch.stack([v.argmax(-1) for v in values], -1)
+
+    def _multi_action(self, log_probs: torch.Tensor) -> torch.Tensor:
+        index = self.greedy_indices(log_probs)
+        dtype = self.spec.dtype if self.spec is not None else torch.int64
+        if self.action_space == "binary":
+            return index.to(dtype)
+        parts = [nn.functional.one_hot(index[..., k], n)
+                 for k, n in enumerate(self.var_nums)]
+        return torch.cat(parts, -1).to(dtype)
+
     @profiled("DistributionalQValueModule.forward")
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         log_probs = tensordict.get(self.action_value_key)
+        if self.var_nums is not None:
+            tensordict.set(self.out_keys[0], self._multi_action(log_probs))
+            tensordict.set(self.out_keys[1], log_probs)
+            return tensordict
         values = self.expected_values(log_probs)
         if self.action_mask_key is not None:
             values = values.masked_fill(~tensordict.get(self.action_mask_key), float("-inf"))
@@ -128,12 +206,12 @@ class DistributionalQValueActor(TensorDictSequential):
             ``action_value_key``).
         support: the atoms ``z`` ``[N]`` (kept as ``actor.support``).
         in_keys: keys read (default ``["observation"]``).
-        spec: the action spec (``Categorical`` or ``OneHot``).
+        spec: the action spec (``Categorical``, ``OneHot`` or ``Binary``).
         safe: accepted for TorchRL compatibility.
-        var_nums: not supported (``None``).
-        action_space: ``"categorical"`` or ``"one-hot"`` (inferred from ``spec``; TorchRL
-            defaults to one-hot without a spec, this class to categorical as
-            ``QValueActor`` does).
+        var_nums: ``"mult-one-hot"``: each choice's cardinality (int or list).
+        action_space: ``"categorical"``, ``"one-hot"``, ``"mult-one-hot"`` or ``"binary"``
+            (inferred from ``spec``; TorchRL defaults to one-hot without a spec, this class
+            to categorical as ``QValueActor`` does).
         action_value_key: where the log-probabilities are written.
         action_mask_key: a key of allowed actions, or ``None``.
         make_log_softmax: apply ``log_softmax`` over the atoms to the network's output.
@@ -185,3 +263,13 @@ class DistributionalQValueActor(TensorDictSequential):
     @property
     def spec(self) -> Any:
         return self.module[-1].spec
+
+    @property
+    def action_space(self) -> str:
+        """The head's action space."""
+        return self.module[-1].action_space
+
+    @property
+    def action_blocks(self) -> list[int] | None:
+        """The head's :attr:`DistributionalQValueModule.action_blocks`."""
+        return self.module[-1].action_blocks

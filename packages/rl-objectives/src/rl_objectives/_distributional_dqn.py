@@ -69,6 +69,12 @@ class DistributionalDQNLoss(OneStepTarget, LossModule):
     The per-sample cross-entropy is written back under ``td_error`` (prioritized replay,
     as TorchRL does).
 
+    Several discrete choices per step (the actor's ``action_space`` ``"mult-one-hot"`` or
+    ``"binary"``, its ``action_blocks``) are factorised: each choice ``k`` has its own
+    distributions, its own greedy ``a*_k`` inside its block and its own projected target
+    (the same reward and discount), and the loss is the mean of the choices'
+    cross-entropies. TorchRL's loss takes one choice only.
+
     Args:
         value_network: a ``rl_modules.DistributionalQValueActor`` (anything with a
             ``support`` ``[N]`` writing log-probabilities ``[*B, N, n_actions]`` under
@@ -106,7 +112,8 @@ class DistributionalDQNLoss(OneStepTarget, LossModule):
 
         Attributes:
             action_value: the log-probabilities ``[*B, N, n_actions]``.
-            action: the action taken (index or one-hot).
+            action: the action taken (index or one-hot; several choices: the
+                one-hot blocks concatenated, or the bits).
             priority: where the per-sample loss is written.
             steps_to_next_obs: the n of n-step returns (read under ``"next"`` or the root).
         """
@@ -152,31 +159,60 @@ class DistributionalDQNLoss(OneStepTarget, LossModule):
     def _log_probs(self, net: TensorDictModuleBase, td: TensorDictBase) -> torch.Tensor:
         return self._get(net(td.copy()), self.tensor_keys.action_value)
 
-    def _chosen(self, log_probs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """``log p(s, a)`` ``[*B, N]`` for the stored (index or one-hot) action."""
-        batch, n_actions = log_probs.shape[:-2], log_probs.shape[-1]
-        if n_actions > 1 and tuple(action.shape) == (*batch, n_actions):  # one-hot
-            index = action.argmax(-1)
-        else:
-            index = action.long().reshape(batch)
-        index = index[..., None, None].expand(*batch, log_probs.shape[-2], 1)
-        return log_probs.gather(-1, index).squeeze(-1)
+    def _blocks(self, n_columns: int) -> list[int]:
+        """Each choice's columns: the actor's ``action_blocks``, or one choice of all."""
+        blocks = getattr(self.value_network, "action_blocks", None)
+        return [n_columns] if blocks is None else list(blocks)
+
+    @staticmethod
+    def _gather(log_probs: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+        """``[*B, N, A]`` at each choice's column ``[*B, K]`` -> ``[*B, K, N]``."""
+        index = columns.unsqueeze(-2).expand(*columns.shape[:-1], log_probs.shape[-2],
+                                             columns.shape[-1])
+        return log_probs.gather(-1, index).transpose(-1, -2)
+
+    def _columns(self, action: torch.Tensor, blocks: list[int], batch: torch.Size):
+        """The stored action's column of each choice, ``[*B, K]``."""
+        offsets = torch.tensor([0, *blocks[:-1]], device=action.device).cumsum(0)
+        if getattr(self.value_network, "action_space", None) == "binary":
+            index = action.long().reshape(*batch, len(blocks))
+        elif len(blocks) > 1 or tuple(action.shape) == (*batch, blocks[0]) and blocks[0] > 1:
+            index = torch.stack([a.argmax(-1) for a in action.split(blocks, -1)], -1)
+        else:  # one choice, an index
+            index = action.long().reshape(*batch, 1)
+        return index + offsets
+
+    def _greedy_columns(self, probs: torch.Tensor, blocks: list[int]) -> torch.Tensor:
+        """``a*`` of each choice from ``p`` ``[*B, N, A]``: its column, ``[*B, K]``."""
+        support = self.support.to(probs.dtype)
+        values = (probs * support.unsqueeze(-1)).sum(-2).split(blocks, -1)
+        offsets = torch.tensor([0, *blocks[:-1]], device=probs.device).cumsum(0)
+        return torch.stack([v.argmax(-1) for v in values], -1) + offsets
+
+    def _check_columns(self, log_probs: torch.Tensor, blocks: list[int]) -> None:
+        if log_probs.shape[-1] != sum(blocks):
+            raise ValueError(
+                f"{type(self).__name__}: expected {self.tensor_keys.action_value!r} with "
+                f"{sum(blocks)} columns (choices {blocks}), received shape "
+                f"{tuple(log_probs.shape)}")
 
     @torch.no_grad()
     def _target(self, tensordict: TensorDictBase) -> torch.Tensor:
         nxt, reward, terminated = reward_terminated(self, tensordict)
         net = self.target_value_network if self.delay_value else self.value_network
         probs = self._log_probs(net, nxt).exp()  # [*B, N, A]
-        support = self.support.to(probs.dtype)
-        best = (probs * support.unsqueeze(-1)).sum(-2).argmax(-1)  # [*B]
-        index = best[..., None, None].expand(*best.shape, probs.shape[-2], 1)
-        probs_next = probs.gather(-1, index).squeeze(-1)
+        blocks = self._blocks(probs.shape[-1])
+        self._check_columns(probs, blocks)
+        probs_next = self._gather(probs, self._greedy_columns(probs, blocks))  # [*B, K, N]
         steps = nxt.get(self.tensor_keys.steps_to_next_obs, None)
         if steps is None:
             steps = tensordict.get(self.tensor_keys.steps_to_next_obs, None)
         gamma = self.gamma if steps is None else self.gamma ** steps.reshape(reward.shape)
         discount = gamma * (1.0 - terminated.to(reward.dtype))
-        return project_distribution(probs_next, reward, discount, support)
+        k = len(blocks)
+        reward, discount = (x.unsqueeze(-1).expand(*x.shape, k) for x in (reward, discount))
+        return project_distribution(probs_next, reward, discount,
+                                    self.support.to(probs.dtype))
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """Compute ``loss`` and write ``td_error`` into ``tensordict``.
@@ -193,7 +229,10 @@ class DistributionalDQNLoss(OneStepTarget, LossModule):
         """
         target = self._target(tensordict)
         log_probs = self._log_probs(self.value_network, tensordict)
-        chosen = self._chosen(log_probs, self._get(tensordict, self.tensor_keys.action))
-        loss = -(target * chosen).sum(-1)
+        blocks = self._blocks(log_probs.shape[-1])
+        columns = self._columns(self._get(tensordict, self.tensor_keys.action), blocks,
+                                log_probs.shape[:-2])
+        chosen = self._gather(log_probs, columns)  # [*B, K, N]
+        loss = -(target * chosen).sum(-1).mean(-1)
         tensordict.set(self.tensor_keys.priority, loss.detach())
         return TensorDict({"loss": reduce(loss, self.reduction)}, batch_size=[])
