@@ -106,7 +106,8 @@ LONG_EXAMPLES = ("ppo_mujoco", "sac_mujoco", "ppo_atari")
 # Short runs with one setting made wrong on purpose, beside a short run of the same example
 # with its defaults, for the "Is my run healthy?" page (docs/health.md): name -> (example,
 # extra options). One seed each (ppo_cartpole: 51,200 frames, 100 batches; dqn_prioritized:
-# 100,000 frames, its schedules compressed to that budget), recorded in HEALTH_RUNS by
+# 100,000 frames, its schedules compressed to that budget; sac_pendulum: 10,000 frames, its
+# SAC diagnostics), recorded in HEALTH_RUNS by
 # ``--health``; the page quotes their logged series through ``<!-- example-series: NAME TAG -->``.
 HEALTH_RUNS = ROOT / "benchmarks" / "results" / "health_runs.json"
 HEALTH_VARIANTS: dict[str, tuple[str, list[str]]] = {
@@ -117,6 +118,7 @@ HEALTH_VARIANTS: dict[str, tuple[str, list[str]]] = {
     "ppo_cartpole_lr_extreme": ("ppo_cartpole", ["--total-frames", "51200", "--lr", "0.3"]),
     "dqn_prioritized_short": ("dqn_prioritized", ["--total-frames", "100000"]),
     "dqn_prioritized_alpha_high": ("dqn_prioritized", ["--total-frames", "100000", "--alpha", "3"]),
+    "sac_pendulum_short": ("sac_pendulum", ["--total-frames", "10000"]),
 }
 
 
