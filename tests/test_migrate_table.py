@@ -74,7 +74,7 @@ EXPECTED = (
     "MultiProcessedWeightUpdater", "WeightUpdaterBase", "GymEnv", "Collector", "ReplayBuffer",
     "SliceSamplerWithoutReplacement", "MultiStep", "PrioritizedSliceSampler", "FrameSkipTransform",
     "RemoteModuleWeightUpdater",
-    "IQLLoss", "CQLLoss", "TD3BCLoss",
+    "IQLLoss", "CQLLoss", "TD3BCLoss", "MinariExperienceReplay",
     "ClipPPOLoss", "ProbabilisticActor", "ExplorationType", "LSTMModule", "CSVLogger", "Trainer",
 )
 
