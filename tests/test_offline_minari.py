@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import minari
 import pytest
 import torch
 from rl_collectors import Collector
 from rl_envs import GymEnv
 from rl_replay import DatasetError, MinariExperienceReplay, write_minari_dataset
 from tensordict import TensorDict
+
+minari = pytest.importorskip("minari")  # the rl-replay[minari] extra (Python >= 3.11)
 
 STEP_KEYS = ["observation", "action", ("next", "observation"), ("next", "reward"),
              ("next", "done"), ("next", "terminated"), ("next", "truncated")]
