@@ -4,6 +4,7 @@ small fixed tensors, and through ``make_update_step``."""
 from __future__ import annotations
 
 import math
+import types
 
 import pytest
 import torch
@@ -122,7 +123,7 @@ def test_iql_bad_arguments_are_named(kwargs):
         IQLLoss(_stochastic_actor(), _critic(), _value(), **kwargs)
 
 
-def _cql_reference(loss, td, seed, *, lagrange):
+def _cql_reference(loss, td, seed, *, lagrange, half_width=1.0):
     """Redraw the loss's random numbers in its order and write CQL's equations out."""
     torch.manual_seed(seed)
     obs, act, nxt = td["observation"], td["action"], td["next"]
@@ -138,12 +139,12 @@ def _cql_reference(loss, td, seed, *, lagrange):
     lp_now = d_now.log_prob(a_now).sum(-1)
     a_nn = d_next.rsample((k,))
     lp_nn = d_next.log_prob(a_nn).sum(-1)
-    uni = torch.empty_like(a_now).uniform_(-1.0, 1.0)
+    uni = torch.empty_like(a_now).uniform_(-half_width, half_width)
     obs_k = obs.expand(k, B, OBS)
     gap = 0.0
     pred = torch.stack([_q(p, i, obs, act) for i in range(2)])
     for i in range(2):
-        cat = torch.cat([_q(p, i, obs_k, uni) + ACT * math.log(2.0),
+        cat = torch.cat([_q(p, i, obs_k, uni) + ACT * math.log(2.0 * half_width),
                          _q(p, i, obs_k, a_now) - lp_now, _q(p, i, obs_k, a_nn) - lp_nn])
         gap = gap + 2.0 * torch.logsumexp(cat / 2.0, dim=0) - pred[i]
     gap = 5.0 * gap  # min_q_weight
@@ -163,19 +164,22 @@ def _cql_reference(loss, td, seed, *, lagrange):
     return ref
 
 
-@pytest.mark.parametrize("lagrange", [False, True])
-def test_cql_matches_the_reference(lagrange):
+@pytest.mark.parametrize(("lagrange", "half_width"), [(False, 1.0), (True, 1.0), (False, 2.0)])
+def test_cql_matches_the_reference(lagrange, half_width):
     torch.manual_seed(0)
+    spec = types.SimpleNamespace(low=torch.full((ACT,), -half_width),
+                                 high=torch.full((ACT,), half_width), shape=(ACT,))
     loss = CQLLoss(_stochastic_actor(), _critic(), loss_function="l2", gamma=0.9,
                    temperature=2.0, min_q_weight=5.0, num_random=4, alpha_init=0.5,
-                   with_lagrange=lagrange, lagrange_thresh=1.5)
+                   with_lagrange=lagrange, lagrange_thresh=1.5,
+                   action_spec=spec if half_width != 1.0 else None)
     if lagrange:
         with torch.no_grad():
             loss.log_alpha_prime.fill_(0.4)
     td = _batch()
     torch.manual_seed(7)
     out = loss(td)
-    ref = _cql_reference(loss, td, 7, lagrange=lagrange)
+    ref = _cql_reference(loss, td, 7, lagrange=lagrange, half_width=half_width)
     for key, value in ref.items():
         torch.testing.assert_close(out[key], value, msg=key)
     if not lagrange:

@@ -13,6 +13,7 @@ from torch import nn
 from rl_objectives._loss_base import distance_loss
 from rl_objectives._one_step import check_reduction, reduce, reward_terminated
 from rl_objectives._sac import SACLoss
+from rl_objectives._td3 import _bounds
 from rl_objectives.value._td import td0_return_estimate
 
 __all__ = ["CQLLoss"]
@@ -22,14 +23,24 @@ _SAC_OPTIONS = ("alpha_init", "min_alpha", "max_alpha", "action_spec", "fixed_al
                 "target_entropy", "delay_actor", "delay_qvalue")
 
 
+def _uniform_bounds(action_spec: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The box of CQL's uniform actions: a ``Bounded`` spec's ``low``/``high``, else
+    ``[-1, 1]`` (TorchRL's, for a tanh actor)."""
+    spec = action_spec.get("action") if hasattr(action_spec, "keys") else action_spec
+    box = getattr(spec, "space", spec)
+    if hasattr(box, "low") and hasattr(box, "high"):
+        return _bounds(spec, None)
+    return torch.tensor(-1.0), torch.tensor(1.0)
+
+
 class CQLLoss(SACLoss):
     """CQL(H): SAC's critics, actor and temperature plus a conservative critic penalty.
 
     With ``Q_i`` the two critics, ``Q'_i`` their targets, ``K`` = ``num_random``,
-    ``T`` = ``temperature``, ``A`` the action size, ``u_k ~ U[-1, 1]^A``,
+    ``T`` = ``temperature``, ``u_k ~ U[low, high]`` (density ``q_u = prod_j 1 / (high_j - low_j)``),
     ``a~_k ~ pi(.|s_t)`` and ``a~'_k ~ pi(.|s_{t+1})`` (drawn without gradient)::
 
-        c_i(s_t)  = T logsumexp_{3K}([Q_i(s_t, u_k) + A log 2,
+        c_i(s_t)  = T logsumexp_{3K}([Q_i(s_t, u_k) - log q_u,
                                       Q_i(s_t, a~_k) - log pi(a~_k|s_t),
                                       Q_i(s_t, a~'_k) - log pi(a~'_k|s_{t+1})] / T)
                     - Q_i(s_t, a_t)
@@ -38,7 +49,7 @@ class CQLLoss(SACLoss):
         loss_qvalue, loss_actor, loss_alpha: SACLoss's
 
     The log-sum-exp is an importance-sampled estimate of ``log sum_a exp Q(s, a)`` (the
-    uniform density ``2^-A`` and the policy density divided out), pushed down while the
+    uniform density and the policy density divided out), pushed down while the
     dataset action's value is pushed up. With ``with_lagrange`` a multiplier
     ``alpha' = exp(log_alpha_prime)`` (clamped to ``[0, 1e6]``) scales the penalty::
 
@@ -48,8 +59,8 @@ class CQLLoss(SACLoss):
     each with the other's variable detached, so ``alpha'`` grows while the gap exceeds
     ``lagrange_thresh``. ``max_q_backup`` takes ``max_k min_i Q'_i(s_{t+1}, a~'_k)``
     (``K`` next actions) as the backup; ``deterministic_backup=False`` subtracts
-    ``alpha log pi(a~'|s_{t+1})`` as SAC does. Random actions are uniform on ``[-1, 1]``:
-    the actor's actions must live there (a tanh-squashed actor). ``loss_actor_bc``
+    ``alpha log pi(a~'|s_{t+1})`` as SAC does. The uniform actions fill the ``action_spec``'s
+    box when one is given, else ``[-1, 1]`` (TorchRL's: a tanh-squashed actor). ``loss_actor_bc``
     (``alpha log pi(a~|s) - log pi(a_t|s)``) is reported detached; call
     :meth:`actor_bc_loss` for a behaviour-cloning warm start.
 
@@ -69,8 +80,9 @@ class CQLLoss(SACLoss):
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` for the per-sample terms.
         **sac_options: TorchRL's CQL keywords that are :class:`SACLoss`'s, with its
             meaning and defaults: ``alpha_init`` (1.0), ``min_alpha``, ``max_alpha``,
-            ``action_spec``, ``fixed_alpha``, ``target_entropy`` (``"auto"``),
-            ``delay_actor`` (``False``), ``delay_qvalue`` (``True``).
+            ``action_spec`` (also the box of the uniform actions), ``fixed_alpha``,
+            ``target_entropy`` (``"auto"``), ``delay_actor`` (``False``),
+            ``delay_qvalue`` (``True``).
 
     Raises:
         TypeError: a network is not a tensordict module, the actor not probabilistic, or
@@ -141,6 +153,9 @@ class CQLLoss(SACLoss):
         self.reduction = check_reduction(reduction)
         if with_lagrange:
             self.log_alpha_prime = nn.Parameter(torch.tensor(0.0))
+        low, high = _uniform_bounds(sac_options.get("action_spec"))
+        self.register_buffer("uniform_low", low)
+        self.register_buffer("uniform_high", high)
 
     def _sample_many(self, tensordict: TensorDictBase, num: int):
         """``num`` actions per state and their log-probabilities: ``[K, *B, A]``, ``[K, *B]``."""
@@ -176,8 +191,9 @@ class CQLLoss(SACLoss):
         with torch.no_grad():
             act_now, logp_now = self._sample_many(td, num)
             act_next, logp_next = self._sample_many(nxt, num)
-            uniform = torch.empty_like(act_now).uniform_(-1.0, 1.0)
-        log_uniform = -math.prod(uniform.shape[td.batch_dims + 1:]) * math.log(2.0)
+            low, high = self.uniform_low.to(act_now), self.uniform_high.to(act_now)
+            uniform = low + (high - low) * torch.rand_like(act_now)
+        log_uniform = -(high - low).log().expand(act_now.shape[td.batch_dims + 1:]).sum()
         cat = torch.cat([
             self._qvalues_many(td, uniform, params) - log_uniform,
             self._qvalues_many(td, act_now, params) - logp_now,
