@@ -36,6 +36,7 @@ PATHS: dict[str, str | None] = {
     "torchrl.envs.batched_envs": "rl_envs",
     "torchrl.data": None,
     "torchrl.data.tensor_specs": "rl_envs",
+    "torchrl.data.postprocs": "rl_replay.postprocs",
     "torchrl.data.replay_buffers": "rl_replay.replay_buffers",
     "torchrl.data.replay_buffers.samplers": "rl_replay.replay_buffers.samplers",
     "torchrl.data.replay_buffers.storages": "rl_replay.replay_buffers.storages",
