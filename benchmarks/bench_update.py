@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -81,7 +82,8 @@ def bench(name: str, rounds: int, calls: int, compile_kwargs: dict) -> dict:
                 fn(b)
             times[label].append((time.perf_counter() - t) / calls * 1e6)
     med = {k: statistics.median(v) for k, v in times.items()}
-    row = {"row": name, "us": {k: round(v, 1) for k, v in med.items()},
+    row = {"row": name, "load_avg_1min": round(os.getloadavg()[0], 2),
+           "us": {k: round(v, 1) for k, v in med.items()},
            "spread_us": {k: [round(min(v), 1), round(max(v), 1)] for k, v in times.items()},
            "warmup_seconds": compile_s, "rounds": rounds, "calls": calls,
            "ours_eager/plain_eager": round(med["ours_eager"] / med["plain_eager"], 3),

@@ -168,7 +168,11 @@ class KLPENPPOLoss(PPOLoss):
     def _objective(self, advantage, log_weight):
         ratio = log_weight.exp()
         kl = (ratio - 1 - log_weight).mean()
-        beta = self.beta.clone()  # the value used here; the buffer adapts below
+        # The value used here, as a tensor of its own: the buffer adapts in place below.
+        # cumsum (an identity on one element) rather than clone: AOT autograd may
+        # recompute a clone in the backward from the buffer, after the adaptation
+        # (its partitioner recomputes only allow-listed ops, and cumsum is not one).
+        beta = self.beta.reshape(1).cumsum(0).reshape(())
         loss = -(ratio * advantage).mean() + beta * kl
         with torch.no_grad():
             factor = torch.where(kl > 1.5 * self.dtarg, self.increment, 1.0)
