@@ -182,19 +182,24 @@ def make_agent(env: TransformedEnv, cfg: Config):
 
 
 def make_loss(actor, qvalue, env: TransformedEnv, cfg: Config):
-    """The loss of ``cfg.algo`` and its target updater (``None``: CrossQ has no targets)."""
+    """The loss of ``cfg.algo`` and its target updater (``None``: CrossQ has no targets).
+
+    SAC's and CrossQ's entropy target (``"auto"``) is read from ``env.full_action_spec``: a
+    composite spec whose own shape is the env batch, so the target is minus the action's
+    dimension (-1 on Pendulum, -6 on HalfCheetah) whatever the number of envs.
+    """
     if cfg.algo not in ("sac", "td3", "crossq"):
         raise ValueError(f"--algo: expected sac, td3 or crossq, got {cfg.algo!r}")
     if cfg.algo == "crossq":
         return CrossQLoss(actor, qvalue, loss_function="l2", gamma=cfg.gamma,
-                          action_spec=env.action_spec), None
+                          action_spec=env.full_action_spec), None
     if cfg.algo == "td3":
         bound = float(env.action_spec.high.max())  # TD3's noise is relative to the bound
         loss_fn = TD3Loss(actor, qvalue, action_spec=env.action_spec, loss_function="l2",
                           policy_noise=0.2 * bound, noise_clip=0.5 * bound, gamma=cfg.gamma)
     else:
         loss_fn = SACLoss(actor, qvalue, num_qvalue_nets=2, loss_function="l2",
-                          gamma=cfg.gamma, action_spec=env.action_spec)
+                          gamma=cfg.gamma, action_spec=env.full_action_spec)
     return loss_fn, SoftUpdate(loss_fn, tau=cfg.tau)
 
 

@@ -76,7 +76,10 @@ class SACLoss(LossModule):
         min_alpha: lower bound of ``alpha``, or ``None``.
         max_alpha: upper bound of ``alpha``, or ``None``.
         action_spec: anything with a ``shape`` (or a shape) for ``target_entropy="auto"``;
-            when ``None`` the action shape is read from the first batch.
+            when ``None`` the action shape is read from the first batch. A composite spec
+            (a batched env's ``full_action_spec``) counts only the action's dims past the
+            composite's own (batch) shape; a plain spec counts all of its dims, so a batched
+            ``env.action_spec`` of shape ``[N, d]`` gives ``-N * d``, TorchRL's rule.
         fixed_alpha: keep ``alpha`` constant (``log_alpha`` is a buffer).
         target_entropy: a float, or ``"auto"`` for ``-prod(action_shape)``.
         delay_actor: draw the next action from a target actor ``target_actor_network``.
@@ -199,6 +202,11 @@ class SACLoss(LossModule):
         if action_spec is None:
             return None  # read from the first batch's action
         shape = getattr(action_spec, "shape", action_spec)
+        if hasattr(action_spec, "keys") and _keys.ACTION in action_spec:
+            # a composite spec (``env.full_action_spec``): its own shape is the env's batch,
+            # so only the action's dims past it count (TorchRL's rule); a plain spec counts
+            # every dim, a batched ``env.action_spec`` its env dims too
+            shape = action_spec[_keys.ACTION].shape[len(shape):]
         return -float(math.prod(shape))
 
     @property
