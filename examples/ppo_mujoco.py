@@ -215,15 +215,15 @@ def main(cfg: Config) -> dict:
     optim = torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
     num_batches = -(-cfg.total_frames // frames_per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
-    # with --compile / --cudagraphs: loss, backward, clip and Adam as one function; eager
-    # runs keep the phases apart below, so the run report splits loss, backward, optimiser
-    update = (make_update_step(loss_fn, optim, max_grad_norm=cfg.max_grad_norm,
-                               compile=cfg.compile, cudagraphs=cfg.cudagraphs)
-              if cfg.compile or cfg.cudagraphs else None)
     logger, returns = make_logger(cfg), deque(maxlen=20)
     timing = RunReport(
         f"PPO {cfg.env_id}", profile=cfg.profile or None
     )  # every phase timed; a trace
+    # loss, backward, clip and Adam as one update step: eager, it times its phases in the
+    # run report (loss, backward, optimiser); with --compile / --cudagraphs it is one graph,
+    # timed as one phase (update)
+    update = make_update_step(loss_fn, optim, max_grad_norm=cfg.max_grad_norm,
+                              compile=cfg.compile, cudagraphs=cfg.cudagraphs, timing=timing)
     from tqdm import tqdm
 
     # the collector's state holds its counters and the env transforms' statistics; the loss
@@ -252,19 +252,11 @@ def main(cfg: Config) -> dict:
             for _ in range(len(buffer) // minibatch):
                 with timing.add_time("replay"):
                     sample = buffer.sample(minibatch)
-                if update is not None:  # --compile / --cudagraphs: one function, one phase
-                    with timing.add_time("update"):
-                        losses = update(sample)
+                if update.timing is not None:  # eager: the step times its own phases
+                    losses = update(sample)
                     continue
-                with timing.add_time("loss"):
-                    losses = loss_fn(sample)
-                    loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-                with timing.add_time("backward"):
-                    optim.zero_grad(set_to_none=True)
-                    loss.backward()
-                with timing.add_time("optimiser"):
-                    nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                    optim.step()
+                with timing.add_time("update"):  # --compile / --cudagraphs: one graph
+                    losses = update(sample)
         sched.step()
         with timing.add_time("weight_push"):
             collector.update_policy_weights_()
@@ -285,7 +277,7 @@ def main(cfg: Config) -> dict:
     timing.stop()
     print(timing.report())
     fps_steady = steady_fps(steady, frames)
-    compile_seconds = update.compile_seconds if update is not None else 0.0
+    compile_seconds = update.compile_seconds
     print(f"update step: {compile_seconds:.1f} s compiling; steady state after the "
           f"first batch: {fps_steady} frames/s")
     if timing.trace:

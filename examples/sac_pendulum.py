@@ -242,11 +242,11 @@ def main(cfg: Config) -> dict:
                                     sampler=RandomSampler(), batch_size=cfg.batch_size)
     loss_fn, target_updater = make_loss(actor, qvalue, env, cfg)
     optim = torch.optim.Adam([p for p in loss_fn.parameters() if p.requires_grad], lr=cfg.lr)
-    update = make_step(loss_fn, optim, target_updater, cfg)  # None: eager, phases apart
     logger, returns = make_logger(cfg), deque(maxlen=20)
     timing = RunReport(
         f"{cfg.algo.upper()} {cfg.env_id}", profile=cfg.profile or None
     )  # every phase timed; a trace
+    update = make_step(loss_fn, optim, target_updater, cfg, timing)  # None: policy delay
     from tqdm import tqdm
 
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every, loss=loss_fn,
@@ -273,17 +273,17 @@ def main(cfg: Config) -> dict:
         if frames >= cfg.learning_starts:
             owed += batch.numel() * cfg.updates_per_frame
             while owed >= 1.0:
-                if update is not None:  # --compile / --cudagraphs: one function, one phase
+                if update is not None:
                     with timing.add_time("replay"):
                         sample = buffer.sample()
-                    with timing.add_time("update"):
-                        losses = update(sample)
+                    losses = run_update(update, sample, timing)
                 else:
                     losses = train_step(buffer, loss_fn, optim, target_updater, timing,
                                         actor_step=updates % cfg.policy_delay == 0)
                 owed, updates = owed - 1.0, updates + 1
         timing.step(batch.numel())
-        if steady is None and (update is None or update.compile_seconds > 0):
+        if steady is None and (update is None or update.timing is not None
+                               or update.compile_seconds > 0):
             steady = (frames, time.perf_counter()) if losses is not None else None
         mean_return = sum(returns) / max(len(returns), 1)
         extra = {"updates": updates, "owed": owed, "returns": list(returns)}
@@ -333,15 +333,25 @@ def steady_fps(steady: tuple[int, float] | None, frames: int) -> float | None:
     return round((frames - steady[0]) / (time.perf_counter() - steady[1]), 1)
 
 
-def make_step(loss_fn, optim, target_updater, cfg: Config):
-    """With --compile / --cudagraphs, the gradient step as one ``make_update_step``."""
-    if not (cfg.compile or cfg.cudagraphs):
-        return None
+def make_step(loss_fn, optim, target_updater, cfg: Config, timing: RunReport):
+    """The gradient step as one ``make_update_step`` (eager, it times its phases in
+    ``timing``), or ``None`` with a policy delay (eager only: ``train_step`` below)."""
     if cfg.policy_delay != 1:
-        raise ValueError(f"--compile/--cudagraphs: expected --policy-delay 1 (one function "
-                         f"updates every loss), got {cfg.policy_delay}")
+        if cfg.compile or cfg.cudagraphs:
+            raise ValueError(f"--compile/--cudagraphs: expected --policy-delay 1 (one "
+                             f"function updates every loss), got {cfg.policy_delay}")
+        return None
     return make_update_step(loss_fn, optim, target_updater=target_updater,
-                            compile=cfg.compile, cudagraphs=cfg.cudagraphs)
+                            compile=cfg.compile, cudagraphs=cfg.cudagraphs, timing=timing)
+
+
+def run_update(update, sample, timing: RunReport):
+    """Eager, the update step times its own phases (loss, backward, optimiser); with
+    --compile / --cudagraphs it is one graph, timed as one phase (update)."""
+    if update.timing is not None:
+        return update(sample)
+    with timing.add_time("update"):
+        return update(sample)
 
 
 def train_step(buffer, loss_fn, optim, target_updater: SoftUpdate | None, timing: RunReport,

@@ -174,13 +174,17 @@ def _twins(name: str, compile_arg):
     return loss, twin, steps, make_batch
 
 
-def test_eager_step_is_the_hand_written_update():
+@pytest.mark.parametrize("timed", [False, True], ids=["untimed", "timed"])
+def test_eager_step_is_the_hand_written_update(timed):
+    from rl_profiling import Timing
+
     torch.manual_seed(0)
     loss = ClipPPOLoss(_gaussian_actor(), _critic())
     ref = copy.deepcopy(loss)
     opt = torch.optim.Adam(loss.parameters(), lr=1e-2)
     ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
-    step = make_update_step(loss, opt, max_grad_norm=0.5)
+    timing = Timing() if timed else None
+    step = make_update_step(loss, opt, max_grad_norm=0.5, timing=timing)
     for seed in range(3):
         out = step(_batch(seed))
         ref_out = ref(_batch(seed))
@@ -195,6 +199,16 @@ def test_eager_step_is_the_hand_written_update():
     for p, q in zip(loss.parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
     assert step.compile_seconds == 0.0 and step.recompiles == 0
+    if timed:  # the run report's phases, as a hand-written loop times them
+        assert [timing.count(k) for k in ("loss", "backward", "optimiser")] == [3, 3, 3]
+        compiled = make_update_step(loss, opt, compile=True, timing=timing)
+        assert compiled.timing is None  # one graph, no phases: ignored
+
+
+def test_timing_must_be_a_timing():
+    loss = ClipPPOLoss(_gaussian_actor(), _critic())
+    with pytest.raises(TypeError, match="timing must be an rl_profiling.Timing.*got dict"):
+        make_update_step(loss, torch.optim.Adam(loss.parameters()), timing={})
 
 
 def test_target_updaters_soft_in_step_hard_after_it():

@@ -71,8 +71,10 @@ class UpdateStep:
 
     def __init__(self, loss_module: nn.Module, optimizer: torch.optim.Optimizer,
                  target_updater: Any, max_grad_norm: float | None,
-                 compile_kwargs: dict[str, Any] | None, cudagraphs: bool) -> None:
+                 compile_kwargs: dict[str, Any] | None, cudagraphs: bool,
+                 timing: Any = None) -> None:
         self.loss_module, self.optimizer = loss_module, optimizer
+        self.timing = None if compile_kwargs is not None or cudagraphs else timing
         self.max_grad_norm = max_grad_norm
         self._params = [p for g in optimizer.param_groups for p in g["params"]]
         self._soft_pairs: tuple[list, list, float] | None = None
@@ -106,6 +108,11 @@ class UpdateStep:
         total = sum(v for k, v in out.items() if _is_loss_key(k))
         result = out.detach()  # before backward: only detached tensors live past its graph break
         total.backward()
+        self._step(result)
+        return result
+
+    def _step(self, result: TensorDictBase) -> None:
+        """Clip, optimiser step and soft target update (gradients already computed)."""
         if self.max_grad_norm is not None:
             grad_norm = nn.utils.clip_grad_norm_(self._params, self.max_grad_norm)
             result["grad_norm"] = grad_norm.detach()
@@ -114,12 +121,27 @@ class UpdateStep:
             targets, onlines, tau = self._soft_pairs
             with torch.no_grad():
                 torch._foreach_lerp_(targets, [o.detach() for o in onlines], tau)
+
+    def _update_timed(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """The eager step with its phases timed apart in ``self.timing``."""
+        timing = self.timing
+        with timing.add_time("loss"):
+            self.optimizer.zero_grad(set_to_none=True)
+            out = self.loss_module(tensordict)
+            total = sum(v for k, v in out.items() if _is_loss_key(k))
+            result = out.detach()
+        with timing.add_time("backward"):
+            total.backward()
+        with timing.add_time("optimiser"):
+            self._step(result)
         return result
 
     def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Run one update on ``tensordict``; returns the detached diagnostics."""
         self.calls += 1
-        if not (self._compiling or self._ready_at) or self.calls < self._ready_at:
+        if self.timing is not None:
+            out = self._update_timed(tensordict)
+        elif not (self._compiling or self._ready_at) or self.calls < self._ready_at:
             out = self._fn(tensordict)  # eager steps and warm-up calls
         else:
             graphs, start = _graph_count(), time.perf_counter()
@@ -184,6 +206,7 @@ def make_update_step(
     max_grad_norm: float | None = None,
     compile: bool | dict[str, Any] = False,
     cudagraphs: bool = False,
+    timing: Any = None,
 ) -> UpdateStep:
     """Build one learner update as a single callable ``batch -> diagnostics``.
 
@@ -217,12 +240,18 @@ def make_update_step(
             ``backend``, ``dynamic``, ``options``).
         cudagraphs: capture the step in a CUDA graph (parameters on CUDA, capturable
             optimiser).
+        timing: an ``rl_profiling.Timing`` (e.g. a ``RunReport``): an eager step then
+            times its phases in it as ``"loss"`` (zero grads, loss), ``"backward"`` and
+            ``"optimiser"`` (clip, step, soft target update), so a run report splits
+            them as a hand-written loop does. Ignored with ``compile`` or ``cudagraphs``:
+            one graph has no phases; time the whole call as one.
 
     Returns:
         The :class:`UpdateStep`.
 
     Raises:
-        TypeError: ``loss_module``, ``optimizer`` or ``compile`` of the wrong type.
+        TypeError: ``loss_module``, ``optimizer``, ``compile`` or ``timing`` of the wrong
+            type.
         ValueError: an unknown ``compile`` key, a non-positive ``max_grad_norm``, or
             ``cudagraphs=True`` with parameters off CUDA or a non-capturable optimiser.
 
@@ -240,5 +269,8 @@ def make_update_step(
         ValueError: cudagraphs=True needs every optimised parameter on a CUDA device ...
     """
     kwargs = _check(loss_module, optimizer, max_grad_norm, compile, cudagraphs)
+    if timing is not None and not callable(getattr(timing, "add_time", None)):
+        raise TypeError(f"timing must be an rl_profiling.Timing (with add_time) or None, "
+                        f"got {type(timing).__name__}")
     return UpdateStep(loss_module, optimizer, target_updater, max_grad_norm, kwargs,
-                      bool(cudagraphs))
+                      bool(cudagraphs), timing)
