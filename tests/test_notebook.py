@@ -83,7 +83,7 @@ def test_a_notebook_drives_every_multi_process_component(tmp_path):
         for o in cell.outputs
         if o.output_type == "stream" and o.get("name") == "stdout"
     )
-    assert "ParallelEnv (2, 1, 3)" in out, out
+    assert "ParallelEnv (2, 3)" in out, out  # [] envs: TorchRL's [2, T]
     for name in (
         "MultiSyncCollector",
         "MultiAsyncCollector",

@@ -42,7 +42,7 @@ def test_serial_env_list_with_kwargs_per_worker():
         [{"env_name": "CartPole-v1"}, {"env_name": "CartPole-v1", "max_episode_steps": 50}],
     )
     try:
-        assert env.batch_size == (2, 1)
+        assert env.batch_size == (2,)
     finally:
         env.close()
 

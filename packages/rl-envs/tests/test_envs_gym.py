@@ -257,11 +257,37 @@ def test_info_keys_exported():
     env.close()
 
 
-def test_single_env_is_wrapped_with_batch_one():
+def test_single_env_has_torchrls_empty_batch():
     env = GymWrapper(gym.make("CartPole-v1"))
-    assert env.batch_size == (1,)
-    assert env.rollout(3).batch_size[0] == 1
+    assert env.batch_size == ()
+    assert env.observation_spec["observation"].shape == (4,)
+    assert env.rollout(3, break_when_any_done=False).batch_size == (3,)
     env.close()
+    assert GymEnv("CartPole-v1").batch_size == ()
+    assert GymEnv("CartPole-v1", num_envs=1).batch_size == (1,)
+    with pytest.raises(ValueError, match="unbatched=True"):
+        GymWrapper(gym.make_vec("CartPole-v1", num_envs=2), unbatched=True)
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1"])
+def test_unbatched_env_steps_as_its_one_env_vector_twin(name):
+    """A ``[]`` env and a ``[1]`` env, same seed and actions: the same data, one dim less;
+    episode ends (final observation, reset root) and ``_reset`` included."""
+    single, batched = GymEnv(name, max_episode_steps=20), GymEnv(name, 1, max_episode_steps=20)
+    single.set_seed(3), batched.set_seed(3)
+    a, b = single.reset(), batched.reset()
+    assert torch.equal(a["observation"], b["observation"][0])
+    for t in range(45):
+        b = batched.rand_action(b)
+        a.set("action", b["action"][0])
+        (a, ra), (b, rb) = single.step_and_maybe_reset(a), batched.step_and_maybe_reset(b)
+        for key in ("observation", "reward", "done", "terminated", "truncated"):
+            assert torch.equal(a["next", key], b["next", key][0]), (t, key)
+        a, b = ra, rb
+        assert torch.equal(a["observation"], b["observation"][0])
+    a = single.reset(a.set("_reset", torch.tensor([True])))
+    assert a.batch_size == () and not a["done"].any()
+    single.close(), batched.close()
 
 
 def test_argument_errors():

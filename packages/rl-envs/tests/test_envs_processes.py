@@ -165,7 +165,7 @@ def broken_env():
 def test_parallel_env_runs_lambdas_and_reports_a_raising_factory():
     env_id = "CartPole-v1"
     with ParallelEnv(2, lambda: GymEnv(env_id)) as env:
-        assert env.rollout(3).shape == (2, 1, 3)
+        assert env.rollout(3).shape == (2, 3)
     with pytest.raises(WorkerError) as info:
         ParallelEnv(2, broken_env)
     first_line = str(info.value).splitlines()[0]

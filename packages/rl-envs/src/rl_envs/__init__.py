@@ -7,7 +7,8 @@ from rl_envs._checks import check_env_specs
 from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
 from rl_envs._fast_path import FastPathEnv
-from rl_envs._gym import GymEnv, GymWrapper
+from rl_envs._gym import GymWrapper
+from rl_envs._gym_env import GymEnv
 from rl_envs._policy import RandomPolicy
 from rl_envs._spec_aliases import (
     BinaryDiscreteTensorSpec,

@@ -25,13 +25,22 @@ from rl_envs._action_check import action_needs_check
 from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
 from rl_envs._gym_autoreset import leaf, partial_reset_fn, transfer
-from rl_envs._gym_make import make_vector_env
+from rl_envs._gym_pixels import PIXELS, add_pixels
 from rl_envs._gym_specs import space_to_spec, torch_dtype
 from rl_envs._keys import ACTION, DONE, OBSERVATION, REWARD, TERMINATED, TRUNCATED
 from rl_envs._specs import TensorSpec, Unbounded
 from rl_envs._specs_discrete import OneHot
 
-__all__ = ["GymEnv", "GymWrapper"]
+__all__ = ["GymWrapper"]
+
+
+def _add_env_dim(a: np.ndarray) -> np.ndarray:
+    """A view of ``a`` with a leading dim of 1 (an unbatched env seen as gymnasium's)."""
+    return a[None]
+
+
+def _same(a: Any) -> Any:
+    return a
 
 
 def _np(t: torch.Tensor) -> Any:
@@ -44,8 +53,9 @@ class GymWrapper(EnvBase):
     """Wrap a gymnasium vector env (sync, async or numpy-vectorised) or a single env.
 
     Args:
-        env: a ``gymnasium.vector.VectorEnv`` (any autoreset mode), or a ``gymnasium.Env``
-            (wrapped in a one-env ``SyncVectorEnv``; batch size ``(1,)``).
+        env: a ``gymnasium.vector.VectorEnv`` (any autoreset mode; batch size
+            ``(num_envs,)``), or a ``gymnasium.Env`` (batch size ``()``, as TorchRL; stepped
+            through a one-env ``SyncVectorEnv``).
         categorical_action_encoding: ``Discrete`` actions as integers (default) or one-hot.
         frame_skip: repeat each action this many times, summing the rewards; a block ends
             early for every sub-env as soon as one finishes, so no episode boundary is
@@ -57,10 +67,18 @@ class GymWrapper(EnvBase):
         partial_reset: whether ``env.reset(options={"reset_mask": m})`` resets only the
             masked sub-envs; ``None`` detects it (built-in Sync/Async vector envs, adapters
             for known numpy-vectorised envs).
+        unbatched: batch size ``()`` over a one-env vector env; by default ``True`` for a
+            ``gymnasium.Env`` and ``False`` for a vector env.
+        from_pixels: (a ``gymnasium.Env`` made with ``render_mode="rgb_array"``) its
+            rendered frame, uint8 ``[H, W, 3]``, under ``"pixels"``, as TorchRL's.
+        pixels_only: with ``from_pixels``, only ``"pixels"`` (default: the state too).
+        obs_key: the key of a non-dict observation (``"observation"``).
 
     Raises:
         ValueError: for a ``NEXT_STEP``/``DISABLED`` env that cannot reset a subset of its
-            sub-envs (the semantics could not be kept), or a non-CPU device.
+            sub-envs (the semantics could not be kept), a non-CPU device,
+            ``unbatched=True`` over more than one sub-env, or ``from_pixels`` with a vector
+            env or an env that does not render ``rgb_array`` frames.
 
     Examples:
         >>> import gymnasium as gym
@@ -68,6 +86,10 @@ class GymWrapper(EnvBase):
         >>> env = GymWrapper(venv)
         >>> env.rollout(3, break_when_any_done=False).batch_size
         torch.Size([2, 3])
+        >>> env.close()
+        >>> env = GymWrapper(gym.make("CartPole-v1"))  # one simulator: batch [] as TorchRL
+        >>> env.batch_size, env.rollout(3, break_when_any_done=False).batch_size
+        (torch.Size([]), torch.Size([3]))
         >>> env.close()
     """
 
@@ -80,10 +102,25 @@ class GymWrapper(EnvBase):
         info_keys: Sequence[str] | Mapping[str, TensorSpec] | None = None,
         device: Any = None,
         partial_reset: bool | None = None,
+        unbatched: bool | None = None,
+        from_pixels: bool = False,
+        pixels_only: bool = False,
+        obs_key: str = OBSERVATION,
     ):
         import gymnasium as gym
 
-        if isinstance(env, gym.Env):
+        unbatched = isinstance(env, gym.Env) if unbatched is None else unbatched
+        if from_pixels:
+            if not isinstance(env, gym.Env):
+                raise ValueError(
+                    "GymWrapper: from_pixels=True needs a gymnasium Env (each sub-env is "
+                    f"wrapped); received a {type(env).__name__}: build it with "
+                    "GymEnv(name, num_envs, from_pixels=True)"
+                )
+            env = add_pixels(env, pixels_only)
+            obs_key = PIXELS if pixels_only else obs_key
+        self._obs_key = obs_key
+        if isinstance(env, gym.Env):  # one simulator, stepped as a one-env vector env
             single = env
             env = gym.vector.SyncVectorEnv(
                 [lambda: single], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, copy=False
@@ -101,12 +138,18 @@ class GymWrapper(EnvBase):
                 f"GymWrapper: the vector env must return every sub-env at each step "
                 f"(batch_size == num_envs == {env.num_envs}), received batch_size={batch}"
             )
+        if unbatched and env.num_envs != 1:
+            raise ValueError(
+                "GymWrapper: unbatched=True (batch []) needs a vector env of one sub-env, "
+                f"received num_envs={env.num_envs}"
+            )
         if device is not None and torch.device(device).type != "cpu":
             raise ValueError(
                 f"GymWrapper: device must be 'cpu' (gymnasium returns numpy), received {device!r}"
             )
-        super().__init__(batch_size=(env.num_envs,), device=device)
+        super().__init__(batch_size=() if unbatched else (env.num_envs,), device=device)
         self._env = env
+        self._lead: Any = _add_env_dim if unbatched else _same
         self.frame_skip = frame_skip
         self.autoreset_mode = gym.vector.AutoresetMode(
             env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
@@ -131,7 +174,9 @@ class GymWrapper(EnvBase):
         b = self.batch_size
         obs = space_to_spec(self._env.single_observation_space, b)
         self._obs_is_dict = isinstance(obs, Composite)
-        self.observation_spec = obs if self._obs_is_dict else Composite({OBSERVATION: obs}, shape=b)
+        self.observation_spec = (
+            obs if self._obs_is_dict else Composite({self._obs_key: obs}, shape=b)
+        )
         act = space_to_spec(
             self._env.single_action_space, b, categorical_action_encoding=categorical
         )
@@ -157,24 +202,30 @@ class GymWrapper(EnvBase):
                     "pass info_keys as a mapping {key: spec} for keys that only steps report"
                 )
             value = np.asarray(info[key])
-            specs[key] = Unbounded(value.shape, dtype=torch_dtype(value.dtype))
+            shape = (*self.batch_size, *value.shape[1:])  # gymnasium's info is [num_envs, ...]
+            specs[key] = Unbounded(shape, dtype=torch_dtype(value.dtype))
         return specs
 
     # -- buffer views -------------------------------------------------------------------
     def _on_buffers_bound(self) -> None:
+        """Numpy views of the buffers, ``[num_envs, ...]`` as gymnasium's arrays are (an
+        unbatched env's ``[]`` buffers are seen through a leading dim of 1: still views)."""
         root, nxt = self._root_buf, self._next_buf
         keys = self.observation_spec.keys(True, True)
+        view = self._lead
         self._obs_views = [
-            (self._gym_path(k), nxt.get(k).numpy(), root.get(k).numpy())
+            (self._gym_path(k), view(nxt.get(k).numpy()), view(root.get(k).numpy()))
             for k in keys
             if k not in self._info_keys
         ]
-        self._info_views = [(k, nxt.get(k).numpy(), root.get(k).numpy()) for k in self._info_keys]
-        self._rew_np = nxt.get(REWARD).numpy()[..., 0]
-        self._term_np = nxt.get(TERMINATED).numpy()[..., 0]
-        self._trunc_np = nxt.get(TRUNCATED).numpy()[..., 0]
-        self._done_np = nxt.get(DONE).numpy()[..., 0]
-        self._root_flags = [root.get(k).numpy() for k in (DONE, TERMINATED, TRUNCATED)]
+        self._info_views = [
+            (k, view(nxt.get(k).numpy()), view(root.get(k).numpy())) for k in self._info_keys
+        ]
+        self._rew_np = view(nxt.get(REWARD).numpy()[..., 0])
+        self._term_np = view(nxt.get(TERMINATED).numpy()[..., 0])
+        self._trunc_np = view(nxt.get(TRUNCATED).numpy()[..., 0])
+        self._done_np = view(nxt.get(DONE).numpy()[..., 0])
+        self._root_flags = [view(root.get(k).numpy()) for k in (DONE, TERMINATED, TRUNCATED)]
         single = len(self._obs_views) == 1 and self._obs_views[0][0] == ()
         self._nobs, self._robs = (
             (self._obs_views[0][1], self._obs_views[0][2]) if single else (None, None)
@@ -187,13 +238,14 @@ class GymWrapper(EnvBase):
 
     # -- fast path ----------------------------------------------------------------------
     def _to_numpy(self, action: Any) -> Any:
+        lead = self._lead
         if isinstance(action, torch.Tensor):
-            return _np(action.argmax(-1)) if self._onehot else _np(action)
+            return lead(_np(action.argmax(-1)) if self._onehot else _np(action))
         sub = action.get(ACTION)
         return (
-            {k: _np(v) for k, v in sub.items()}
+            {k: lead(_np(v)) for k, v in sub.items()}
             if isinstance(sub, TensorDictBase)
-            else _np(sub)
+            else lead(_np(sub))
         )
 
     def _action_numpy(self, action: Any) -> Any:
@@ -204,8 +256,8 @@ class GymWrapper(EnvBase):
                 self.buffers()
             return self._to_numpy(action)
         if self._onehot:
-            return _np(action.argmax(-1))
-        self._last_np = _np(action)
+            return self._lead(_np(action.argmax(-1)))
+        self._last_np = self._lead(_np(action))
         self._last_action = action
         return self._last_np
 
@@ -298,7 +350,7 @@ class GymWrapper(EnvBase):
                     f"{type(self._env.unwrapped).__name__} cannot reset a subset of its sub-envs "
                     "(no reset_mask support); reset all of them with reset()"
                 )
-            rows = reset_mask.numpy().astype(bool, copy=True)
+            rows = reset_mask.numpy().astype(bool, copy=True).reshape(-1)  # [num_envs]
             if not rows.any():
                 return root
             obs, info, rows_only = self._partial(rows)
@@ -314,7 +366,8 @@ class GymWrapper(EnvBase):
             else:
                 flag[rows] = False
         if self._info_views:
-            self._write_info(info, np.ones(self.batch_size, bool) if rows is None else rows, "root")
+            every = np.ones(self._env.num_envs, bool)
+            self._write_info(info, every if rows is None else rows, "root")
         return root
 
     def _set_seed(self, seed: int | None) -> None:
@@ -328,89 +381,3 @@ class GymWrapper(EnvBase):
     def env(self) -> Any:
         """The wrapped gymnasium vector env."""
         return self._env
-
-
-class GymEnv(GymWrapper):
-    """Build ``gym.make_vec(env_name, num_envs, ...)`` and wrap it.
-
-    Args:
-        env_name: a registered gymnasium id, e.g. ``"CartPole-v1"``; ``"ALE/..."`` ids
-            import ``ale_py`` (the ``[atari]`` extra) on first use.
-        num_envs: number of sub-envs (the batch size is ``(num_envs,)``).
-        vectorization_mode: ``None`` (default): gymnasium's own choice, the env's vector
-            entry point where it registers one (CartPole's numpy env, ALE's C++ vector
-            env), else ``"sync"``; ``"sync"`` when ``vector_kwargs`` are given, and
-            ``"sync"`` too when that vector env cannot report final observations.
-            Explicit choices: ``"sync"`` (a Python loop over sub-envs), ``"async"`` (one
-            subprocess per sub-env, spawn context; ``close()`` ends them) or
-            ``"vector_entry_point"`` (raises for an env that has none). The mode used is
-            in :attr:`vectorization_mode`.
-        vector_kwargs: extra arguments of the sync/async vector env. By default it
-            autoresets in ``SAME_STEP`` mode and does not copy observations (they are
-            copied into our buffers anyway).
-        **kwargs: passed to the env constructor (``gym.make_vec(..., **kwargs)``); with a
-            vector entry point, to the vector env (ALE: ``grayscale``, ``img_height``,
-            ``stack_num``, ``noop_max``, ``episodic_life``, ``frameskip``, ...). A vector
-            entry point that takes ``autoreset_mode`` gets ``SAME_STEP`` unless given.
-        categorical_action_encoding: passed to :class:`GymWrapper`: ``Discrete`` actions as
-            integers (default) or one-hot.
-        frame_skip: passed to :class:`GymWrapper`: repeat each action this many times.
-        info_keys: passed to :class:`GymWrapper`: info entries exported as observations.
-        device: passed to :class:`GymWrapper`: must be CPU.
-
-    ``GymWrapper``'s ``partial_reset`` is not taken: it is detected from the vector env.
-
-    Raises:
-        ValueError: ``num_envs`` < 1 or an unknown ``vectorization_mode``.
-        ImportError: an ``"ALE/..."`` id without ``ale_py`` installed.
-
-    Examples:
-        >>> env = GymEnv("CartPole-v1", num_envs=4)
-        >>> env.vectorization_mode
-        'vector_entry_point'
-        >>> env.set_seed(0)
-        4
-        >>> data = env.rollout(10)
-        >>> data["next", "observation"].shape[:1]
-        torch.Size([4])
-        >>> env.close()
-        >>> GymEnv("Acrobot-v1", num_envs=2).vectorization_mode
-        'sync'
-    """
-
-    def __init__(
-        self,
-        env_name: str,
-        num_envs: int = 1,
-        *,
-        vectorization_mode: str | None = None,
-        vector_kwargs: Mapping[str, Any] | None = None,
-        categorical_action_encoding: bool = True,
-        frame_skip: int = 1,
-        info_keys: Sequence[str] | Mapping[str, TensorSpec] | None = None,
-        device: Any = None,
-        **kwargs: Any,
-    ):
-        if not isinstance(num_envs, int) or num_envs < 1:
-            raise ValueError(f"GymEnv: num_envs must be an int >= 1, received {num_envs!r}")
-        venv, mode = make_vector_env(env_name, num_envs, vectorization_mode, vector_kwargs, kwargs)
-        self.env_name = env_name
-        self.vectorization_mode = mode
-        try:
-            super().__init__(
-                venv,
-                categorical_action_encoding=categorical_action_encoding,
-                frame_skip=frame_skip,
-                info_keys=info_keys,
-                device=device,
-            )
-        except BaseException:
-            venv.close()
-            raise
-
-    def __repr__(self) -> str:
-        return (
-            f"GymEnv({self.env_name!r}, num_envs={self.batch_size[0]}, "
-            f"vectorization_mode={self.vectorization_mode!r}, "
-            f"autoreset_mode={self.autoreset_mode.value})"
-        )

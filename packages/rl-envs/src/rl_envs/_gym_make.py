@@ -112,6 +112,7 @@ def make_vector_env(
     mode: str | None,
     vector_kwargs: Mapping[str, Any] | None,
     kwargs: dict[str, Any],
+    wrappers: list[Any] | None = None,
 ) -> tuple[Any, str]:
     """Build the vector env; returns it and the mode actually used.
 
@@ -121,11 +122,21 @@ def make_vector_env(
         mode: ``None`` (gymnasium's default, see the module) or one of :data:`MODES`.
         vector_kwargs: arguments of ``SyncVectorEnv`` / ``AsyncVectorEnv``.
         kwargs: arguments of the env (or of the vector entry point); not modified.
+        wrappers: gymnasium wrappers applied to each sub-env (sync/async only; with
+            ``mode=None`` they make the mode ``"sync"``).
+
+    Raises:
+        ValueError: ``wrappers`` with ``mode="vector_entry_point"``.
     """
     import gymnasium as gym
 
     spec = ensure_registered(env_name)
-    chosen = resolve_mode(spec, mode, vector_kwargs)
+    if wrappers and mode == "vector_entry_point":
+        raise ValueError(
+            "GymEnv: from_pixels=True wraps each sub-env, which a vector entry point does not "
+            "allow; use vectorization_mode=None, 'sync' or 'async'"
+        )
+    chosen = "sync" if wrappers and mode is None else resolve_mode(spec, mode, vector_kwargs)
     env_kwargs = dict(kwargs)
     vk = _vector_args(spec, chosen, vector_kwargs, env_kwargs)
     venv = gym.make_vec(
@@ -133,6 +144,7 @@ def make_vector_env(
         num_envs=num_envs,
         vectorization_mode=chosen,
         vector_kwargs=vk or None,
+        **({"wrappers": wrappers} if wrappers else {}),
         **env_kwargs,
     )
     if mode is None and chosen == "vector_entry_point" and not keeps_final_obs(venv):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from rl_envs._gym import GymEnv, GymWrapper
+from rl_envs._gym import GymWrapper
+from rl_envs._gym_env import GymEnv
 
 __all__ = ["GymEnv", "GymWrapper"]
