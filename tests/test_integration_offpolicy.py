@@ -228,24 +228,28 @@ def run_c51(seed: int, budget: Budget) -> list[float]:
 # Mean return of the last 8 training episodes (exploration on) at the end of each budget,
 # seeds 0 / 1 / 2, on this 2-core machine shared with four other sessions (load 5-10, one
 # torch thread; wall times there: TD3 46-226 s, REDQ 65-223 s, DDPG 28-134 s, discrete SAC
-# 39-62 s, C51 17-60 s, so the timeouts leave room for a loaded machine):
+# 39-62 s, C51 17-60 s, so the timeouts leave room for a loaded machine; the 2026-11-26
+# budget rows at load 6-10: DDPG 37-45 s, d-SAC 116-311 s):
 #   DDPG   Pendulum  4,000 frames:  -198 / -123 / -226
-#   TD3    Pendulum  4,000 frames:  -276 / -435 / -637
-#   REDQ   Pendulum  3,500 frames:  -297 / -387 / -444
+#   DDPG   Pendulum  3,200 frames:  -426 / -462 / -653   (the test's budget since 2026-11-26;
+#                                   2,500 frames: -1,031 / -1,162 / -1,236, too few)
+#   TD3    Pendulum  4,000 frames:  -276 / -435 / -637   (3,400: -909 / -944 / -1,142)
+#   REDQ   Pendulum  3,500 frames:  -297 / -387 / -444   (3,000: -970 / -1,070 / -954)
 #   d-SAC  CartPole  8,000 frames:   127 /  264 /  220
+#   d-SAC  CartPole  6,500 frames:   125 /  286 /  163   (the test's budget since 2026-11-26)
 #   C51    CartPole  6,000 frames:   116 /  111 /  219
 # The first 8 episodes of the same runs (random actions, then barely trained): Pendulum
 # -1,346 to -1,522, CartPole 18 to 27.
 PENDULUM_THRESHOLD = -900.0
 CARTPOLE_THRESHOLD = 60.0
-TD3_FRAMES, REDQ_FRAMES = 4000, 3500
+DDPG_FRAMES, TD3_FRAMES, REDQ_FRAMES, DSAC_FRAMES = 3200, 4000, 3500, 6500
 SEED = 0
 
 
 @pytest.mark.timeout(480)
 def test_ddpg_learns_pendulum() -> None:
     torch.set_num_threads(1)
-    returns = run_td3(SEED, Budget(frames=4000, updates_per_frame=1.0), ddpg=True)
+    returns = run_td3(SEED, Budget(frames=DDPG_FRAMES, updates_per_frame=1.0), ddpg=True)
     assert last_mean(returns, 8) > PENDULUM_THRESHOLD, returns[-8:]
 
 
@@ -266,7 +270,7 @@ def test_redq_learns_pendulum() -> None:
 @pytest.mark.timeout(240)
 def test_discrete_sac_learns_cartpole() -> None:
     torch.set_num_threads(1)
-    returns = run_dsac(SEED, Budget(frames=8000, updates_per_frame=0.5))
+    returns = run_dsac(SEED, Budget(frames=DSAC_FRAMES, updates_per_frame=0.5))
     assert returns[:8] and last_mean(returns, 8) > CARTPOLE_THRESHOLD, returns[-8:]
 
 
@@ -293,3 +297,24 @@ def test_sac_example_runs_td3_and_crossq(algo: str, monkeypatch: pytest.MonkeyPa
     finally:
         torch.set_num_threads(threads)  # the example sets its own
     assert result["frames"] == 256 and result["updates"] > 0, result
+
+
+def test_c51_loss_on_several_choices_with_the_real_actor() -> None:
+    """``DistributionalQValueActor`` (mult-one-hot) into ``DistributionalDQNLoss``: the loss
+    reads the actor's blocks, takes the actor's own actions, and moves only the online net."""
+    from tensordict import TensorDict
+
+    torch.manual_seed(0)
+    actor = DistributionalQValueActor(MLP(4, (11, 5), num_cells=16, depth=1),
+                                      torch.linspace(-5, 5, 11), action_space="mult-one-hot",
+                                      var_nums=[2, 3])
+    loss = DistributionalDQNLoss(actor, gamma=0.9)
+    td = actor(TensorDict(observation=torch.randn(8, 4), batch_size=[8]))
+    td["next"] = TensorDict(observation=torch.randn(8, 4), reward=torch.randn(8, 1),
+                            done=torch.zeros(8, 1, dtype=torch.bool),
+                            terminated=torch.zeros(8, 1, dtype=torch.bool), batch_size=[8])
+    out = loss(td)
+    out["loss"].backward()
+    assert td["td_error"].shape == (8,) and bool(torch.isfinite(out["loss"]))
+    assert all(p.grad is not None for p in loss.value_network.parameters())
+    assert all(p.grad is None for p in loss.target_value_network.parameters())
