@@ -72,7 +72,7 @@ import torch
 from rl_collectors import Checkpointer, MultiSyncCollector
 from rl_envs import GymEnv, RewardSum, TransformedEnv
 from rl_modules import MLP, EGreedyModule, QValueActor
-from rl_objectives import DQNLoss, HardUpdate
+from rl_objectives import DQNLoss, HardUpdate, make_update_step
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
@@ -126,6 +126,10 @@ class Config:
         allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
             checkpoints but none is intact (else the run stops with an error).
         no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
+        compile: run the update step (weighted loss, backward, clip, Adam) through
+            ``torch.compile`` (the first step eager, the next compiles; the JSON's
+            ``compile_seconds``).
+        cudagraphs: capture the update step in a CUDA graph (``device="cuda"`` only).
     """
 
     env_id: str = "CartPole-v1"
@@ -161,6 +165,8 @@ class Config:
     resume: bool = False
     allow_fresh_start: bool = False
     no_check_finite: bool = False
+    compile: bool = False
+    cudagraphs: bool = False
 
 
 def parse_args() -> Config:
@@ -245,11 +251,19 @@ def main(cfg: Config) -> dict:
         reduction="none",
     )
     target_updater = HardUpdate(loss_fn, value_network_update_interval=cfg.target_update)
-    optim = torch.optim.Adam(loss_fn.value_network.parameters(), lr=cfg.lr)
+    graph = cfg.compile or cfg.cudagraphs  # a tensor lr: annealing it does not recompile
+    optim = torch.optim.Adam(loss_fn.value_network.parameters(),
+                             lr=torch.tensor(cfg.lr) if graph else cfg.lr,
+                             capturable=cfg.cudagraphs)
     logger, returns = make_logger(cfg), deque(maxlen=20)
     timing = RunReport(
         f"DQN {cfg.env_id}", profile=cfg.profile or None
     )  # every phase timed; a trace
+    # weighted loss, backward, clip, Adam as one update step (the hard target update after
+    # it): eager, it times loss, backward, optimiser; compiled, one graph, one phase
+    update = make_update_step(WeightedLoss(loss_fn), optim, target_updater=target_updater,
+                              max_grad_norm=cfg.max_grad_norm, compile=cfg.compile,
+                              cudagraphs=cfg.cudagraphs, timing=timing)
     # the collector is restored last (load_checkpoint's rule): its workers get the
     # restored weights; the buffer is saved by its own dumps (rows, priorities, RNG)
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every, policy=policy,
@@ -262,6 +276,7 @@ def main(cfg: Config) -> dict:
 
     bar = tqdm(total=cfg.total_frames, initial=frames, unit="frame", mininterval=1.0)
     resumed_from, start, losses = frames, time.perf_counter(), None
+    steady = None  # (frames, time) after the first batch that trained (and compiled)
     try:
         batches = iter(collector)
         while frames < cfg.total_frames:
@@ -276,13 +291,14 @@ def main(cfg: Config) -> dict:
                 buffer.extend(batch.reshape(-1).to(cfg.device))
             if frames >= cfg.learning_starts:
                 for _ in range(cfg.updates_per_batch):
-                    losses = train_step(buffer, loss_fn, optim, target_updater, cfg, timing)
+                    losses = train_step(buffer, update, timing)
                     updates += 1
+                steady = steady or (frames, time.perf_counter())
             explore.step(batch.numel())
             eps = float(explore.eps)
             buffer.sampler.beta = linear(cfg.beta, cfg.beta_end, frames / cfg.total_frames)
             if cfg.anneal_lr:
-                optim.param_groups[0]["lr"] = linear(cfg.lr, 0.0, frames / cfg.total_frames)
+                set_lr(optim, linear(cfg.lr, 0.0, frames / cfg.total_frames))
             with timing.add_time("weight_push"):
                 collector.update_policy_weights_()
             timing.step(batch.numel())
@@ -311,6 +327,11 @@ def main(cfg: Config) -> dict:
     print(timing.report())
     if timing.trace:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
+    fps_steady = None
+    if steady is not None and frames > steady[0]:
+        fps_steady = round((frames - steady[0]) / (time.perf_counter() - steady[1]), 1)
+    print(f"update step: {update.compile_seconds:.1f} s compiling; steady state after the "
+          f"first batch that trained: {fps_steady} frames/s")
     return {
         "frames": frames,
         "seconds": round(seconds, 2),
@@ -321,32 +342,52 @@ def main(cfg: Config) -> dict:
         "seed": cfg.seed,
         "resumed_from_frames": resumed_from,
         "stopped_by_signal": ckpt.stop_requested is not None,
+        "compile_seconds": round(update.compile_seconds, 2),
+        "steady_fps": fps_steady,
     }
 
 
-def train_step(buffer, loss_fn, optim, target_updater, cfg: Config, timing: RunReport):
-    """One importance-weighted gradient step on a prioritized sample; its new |td_error|
-    become its priorities."""
-    with timing.add_time("replay"):
-        sample = buffer.sample()
-    with timing.add_time("loss"):
-        losses = loss_fn(sample)  # per-sample loss; writes |td_error| into `sample`
-        # importance weights scaled by the sample's largest: the buffer's own normalisation
-        # (by the smallest priority stored) makes them all tiny once any stored |td_error| is
-        # near 0, which silently shrinks the step size
+class WeightedLoss(nn.Module):
+    """``DQNLoss`` (``reduction="none"``) weighted by the prioritized sample's importance
+    weights, scaled by the sample's largest: the buffer's own normalisation (by the
+    smallest priority stored) makes them all tiny once any stored |td_error| is near 0,
+    which silently shrinks the step size. The loss writes |td_error| into the sample."""
+
+    def __init__(self, loss_fn: DQNLoss) -> None:
+        super().__init__()
+        self.loss_fn = loss_fn
+
+    def forward(self, sample):
+        losses = self.loss_fn(sample)
         weight = sample["priority_weight"].reshape(losses["loss"].shape)
         losses["loss"] = (losses["loss"] * (weight / weight.max())).mean()
         losses["priority_weight"] = weight  # kept for the ESS the logger computes
-    with timing.add_time("backward"):
-        optim.zero_grad(set_to_none=True)
-        losses["loss"].backward()
-    with timing.add_time("optimiser"):
-        nn.utils.clip_grad_norm_(loss_fn.value_network.parameters(), cfg.max_grad_norm)
-        optim.step()
-        target_updater.step()
+        return losses
+
+
+def train_step(buffer, update, timing: RunReport):
+    """One importance-weighted gradient step on a prioritized sample (the update step:
+    eager, it times its own phases; compiled, one phase); its new |td_error| become its
+    priorities."""
+    with timing.add_time("replay"):
+        sample = buffer.sample()
+    if update.timing is not None:
+        losses = update(sample)
+    else:
+        with timing.add_time("update"):
+            losses = update(sample)
     with timing.add_time("replay"):
         buffer.update_tensordict_priority(sample)
     return losses
+
+
+def set_lr(optim, lr: float) -> None:
+    """A tensor learning rate (compiled steps) changes in place, so nothing recompiles."""
+    group = optim.param_groups[0]
+    if torch.is_tensor(group["lr"]):
+        group["lr"].fill_(lr)
+    else:
+        group["lr"] = lr
 
 
 def log_scalars(

@@ -40,7 +40,7 @@ from rl_envs import (
     TransformedEnv,
 )
 from rl_modules import ActorValueOperator, NatureCNN, ProbabilisticActor, ValueOperator
-from rl_objectives import GAE, ClipPPOLoss
+from rl_objectives import GAE, ClipPPOLoss, make_update_step
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
@@ -86,6 +86,9 @@ class Config:
         allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
             checkpoints but none is intact (else the run stops with an error).
         no_check_finite: turn off the collector's NaN/inf guard (``check_finite``).
+        compile: run the update step (loss, backward, clip, Adam) through ``torch.compile``
+            (the first minibatch eager, the next compiles; the JSON's ``compile_seconds``).
+        cudagraphs: capture the update step in a CUDA graph (``device="cuda"`` only).
         video: record one deterministic evaluation episode at the end, to the logger (ALE's
             own RGB screen, 210x160; see :func:`make_video_env`).
         video_max_steps: the recorded episode's agent-step limit (a truncation; ALE's
@@ -118,6 +121,8 @@ class Config:
     resume: bool = False
     allow_fresh_start: bool = False
     no_check_finite: bool = False
+    compile: bool = False
+    cudagraphs: bool = False
     video: bool = False
     video_max_steps: int = 27_000
 
@@ -227,7 +232,9 @@ def main(cfg: Config) -> dict:
         normalize_advantage=True,
     )
     params = list(model.parameters())
-    optim = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
+    graph = cfg.compile or cfg.cudagraphs  # a tensor lr: the schedule does not recompile
+    optim = torch.optim.Adam(params, lr=torch.tensor(cfg.lr) if graph else cfg.lr, eps=1e-5,
+                             capturable=cfg.cudagraphs)
     num_batches = -(-total_steps // steps_per_batch)
     anneal_batches = max(cfg.anneal_frames // cfg.frame_skip // steps_per_batch, num_batches)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / anneal_batches)
@@ -235,6 +242,11 @@ def main(cfg: Config) -> dict:
     timing = RunReport(
         f"PPO {cfg.env_id}", profile=cfg.profile or None
     )  # every phase timed; a trace
+    # loss, backward, clip and Adam as one update step: eager, it times its phases in the
+    # run report (loss, backward, optimiser); with --compile / --cudagraphs it is one graph,
+    # timed as one phase (update)
+    update = make_update_step(loss_fn, optim, max_grad_norm=cfg.max_grad_norm,
+                              compile=cfg.compile, cudagraphs=cfg.cudagraphs, timing=timing)
     from tqdm import tqdm
 
     ckpt = Checkpointer(cfg.checkpoint_dir, every_frames=cfg.checkpoint_every,
@@ -245,6 +257,7 @@ def main(cfg: Config) -> dict:
     bar = tqdm(total=total_steps * cfg.frame_skip, initial=steps * cfg.frame_skip, unit="frame",
                mininterval=1.0)
     resumed_from, start, losses = steps * cfg.frame_skip, time.perf_counter(), None
+    steady = None  # (frames, time) after the first batch, which compiles
     batches = iter(collector)
     for i in range(first, num_batches):
         with timing.add_time("collect"):
@@ -261,20 +274,17 @@ def main(cfg: Config) -> dict:
             for _ in range(len(buffer) // minibatch):
                 with timing.add_time("replay"):
                     sample = buffer.sample(minibatch)
-                with timing.add_time("loss"):
-                    losses = loss_fn(sample)
-                    loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-                with timing.add_time("backward"):
-                    optim.zero_grad(set_to_none=True)
-                    loss.backward()
-                with timing.add_time("optimiser"):
-                    nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                    optim.step()
+                if update.timing is not None:  # eager: the step times its own phases
+                    losses = update(sample)
+                    continue
+                with timing.add_time("update"):  # --compile / --cudagraphs: one graph
+                    losses = update(sample)
         sched.step()
         with timing.add_time("weight_push"):
             collector.update_policy_weights_()
         timing.step(batch.numel() * cfg.frame_skip)  # emulator frames, as the bar and JSON
         frames = steps * cfg.frame_skip
+        steady = steady or (frames, time.perf_counter())
         mean_return = sum(returns) / max(len(returns), 1)
         extra = {"batch": i, "steps": steps, "returns": list(returns)}
         if ckpt.step(frames, extra, final=i == num_batches - 1):
@@ -290,6 +300,9 @@ def main(cfg: Config) -> dict:
     seconds = time.perf_counter() - start
     timing.stop()
     print(timing.report())
+    fps_steady = steady_fps(steady, steps * cfg.frame_skip)
+    print(f"update step: {update.compile_seconds:.1f} s compiling; steady state after the "
+          f"first batch: {fps_steady} frames/s")
     if timing.trace:
         print(f"Chrome trace: {timing.trace} (read it with `rl-profile summary {timing.trace}`)")
     frames = steps * cfg.frame_skip
@@ -311,7 +324,16 @@ def main(cfg: Config) -> dict:
         "env_id": cfg.env_id,
         "video_return": video.returns[0] if video else None,
         "video_length": video.lengths[0] if video else None,
+        "compile_seconds": round(update.compile_seconds, 2),
+        "steady_fps": fps_steady,
     }
+
+
+def steady_fps(steady: tuple[int, float] | None, frames: int) -> float | None:
+    """Frames/s after the first batch (the one that compiles), or ``None`` with one batch."""
+    if steady is None or frames == steady[0]:
+        return None
+    return round((frames - steady[0]) / (time.perf_counter() - steady[1]), 1)
 
 
 def log_scalars(logger, frames: int, mean_return: float | None, fps: float, losses) -> None:
