@@ -176,45 +176,75 @@ def test_a_checkpoint_of_another_layout_or_version_is_refused_naming_the_part(tm
 
 _WRITER = textwrap.dedent(
     """
-    import sys, torch
+    import os, sys, torch
     from rl_collectors import save_checkpoint
     from rl_replay import LazyMemmapStorage, TensorDictPrioritizedReplayBuffer
     from tensordict import TensorDict
-    # the storage's files in a folder of the test's (a killed process removes nothing)
-    storage = LazyMemmapStorage(400_000, scratch_dir=sys.argv[2])
-    rb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=storage, batch_size=4)
-    net = torch.nn.Linear(64, 64)
-    step = 0
-    while True:  # killed from outside, at any point of a save
-        index = rb.extend(TensorDict({"obs": torch.full((50_000, 16), float(step))}, [50_000]))
-        rb.update_priority(index, torch.full((50_000,), step + 1.0))
-        save_checkpoint(sys.argv[1], policy=net, buffer=rb, extra={"step": step})
-        print(step, flush=True)
-        step += 1
+
+    def write(ckpt_dir, scratch):
+        # the storage's files in a folder of the test's (a killed process removes nothing)
+        storage = LazyMemmapStorage(400_000, scratch_dir=scratch)
+        rb = TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=storage, batch_size=4)
+        net = torch.nn.Linear(64, 64)
+        step = 0
+        while True:  # killed from outside, at any point of a save
+            index = rb.extend(TensorDict({"obs": torch.full((50_000, 16), float(step))}, [50_000]))
+            rb.update_priority(index, torch.full((50_000,), step + 1.0))
+            save_checkpoint(ckpt_dir, policy=net, buffer=rb, extra={"step": step})
+            print(os.getpid(), step, flush=True)
+            step += 1
+
+    # one import of torch for every case: each line on stdin forks a fresh writer process
+    # (nothing computed here before the fork), which the test SIGKILLs; then it is reaped
+    for line in sys.stdin:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                write(*line.split())
+            finally:
+                os._exit(1)  # never back into this loop
+        os.waitpid(pid, 0)
+        print("reaped", pid, flush=True)
     """
 )
 
 
+@pytest.fixture(scope="module")
+def writers():
+    """A process that forks one checkpoint writer per request (the imports paid once)."""
+    server = subprocess.Popen([sys.executable, "-c", _WRITER], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        yield server
+    finally:
+        server.stdin.close()  # its loop ends
+        try:
+            server.wait(30)
+        finally:
+            server.kill()
+            server.wait(30)
+            server.stdout.close()
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.31, 1.0])  # 1.0: the buffer has wrapped
-def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path, delay):
+def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path, delay, writers):
     ckpt_dir, scratch = tmp_path / "checkpoints", tmp_path / "scratch"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(ckpt_dir), str(scratch)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    writers.stdin.write(f"{ckpt_dir} {scratch}\n")
+    writers.stdin.flush()
+    pid, first = writers.stdout.readline().split()  # "reaped <pid>" if it failed
     try:
-        assert proc.stdout.readline().strip() == "0"  # one checkpoint is complete
+        assert first == "0"  # one checkpoint is complete
         if delay:
             import time
 
             time.sleep(delay)
-        os.kill(proc.pid, signal.SIGKILL)
     finally:
-        proc.kill()
-        proc.wait(30)
-        proc.stdout.close()
+        if pid != "reaped":
+            os.kill(int(pid), signal.SIGKILL)
+    while not (line := writers.stdout.readline()).startswith("reaped"):
+        assert line, "the writers' process ended"  # steps printed before the kill landed
+    assert line.split() == ["reaped", pid]
     from rl_replay import LazyMemmapStorage, LazyTensorStorage, TensorDictPrioritizedReplayBuffer
     from tensordict import TensorDict
 
