@@ -110,8 +110,10 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_the_budget_once(
 
 
 @pytest.mark.timeout(600)
-# the signal path is shared
-@pytest.mark.parametrize("script", ["dqn_prioritized.py", "ppo_cartpole.py"])
+# the signal path is shared (Checkpointer's handler, unit-tested with SIGTERM in rl-collectors'
+# test_collectors_checkpoint.py); this runs it through the loop with worker processes, and
+# ppo_cartpole.py's loop stops on it through submitit's SIGUSR2 below (the same handler)
+@pytest.mark.parametrize("script", ["dqn_prioritized.py"])
 def test_sigterm_writes_a_checkpoint_within_the_grace_period_and_exits(script, tmp_path, no_leaks):
     ckpt = tmp_path / "ckpt"
     budget = 8 * TOTAL  # long enough that SIGTERM lands inside the loop on a fast, idle machine
