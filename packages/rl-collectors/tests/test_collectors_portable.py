@@ -198,7 +198,7 @@ def _run_user_code(how: str) -> str:
 @pytest.mark.parametrize("how", ["-c", "stdin"])
 def test_main_module_code_from_python_c_and_stdin(how: str) -> None:
     out = _run_user_code(how)
-    assert "ParallelEnv (2, 1, 3)" in out and "MultiSyncCollector 16" in out, out
+    assert "ParallelEnv (2, 3)" in out and "MultiSyncCollector 16" in out, out  # [] envs
 
 
 RPC_CODE = {
