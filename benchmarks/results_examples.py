@@ -16,8 +16,11 @@ later call adds the missing (example, seed) pairs and re-renders the table from 
 (its syntax tree without docstrings and comments, so the ``Config`` defaults included):
 records of an example whose code has changed since are dropped when the script runs, so
 runs of old and new hyper-parameters are never mixed (the page then shows only what the
-current code reaches, and lists the examples it has no run of). Only measured figures go
-into the table; the published figures beside them are quoted from the cited pages.
+current code reaches, and lists the examples it has no run of). The last runs of an example
+with no run of its current code are kept apart (``SUPERSEDED_MARK``), in their own table,
+because other pages quote them through the hook, which says they ran earlier code. Only
+measured figures go into the table; the published figures beside them are quoted from the
+cited pages.
 
 Each record also keeps every scalar series the run logged (``charts/episodic_return`` and
 the ``losses/*`` diagnostics), thinned to ``CURVE_POINTS`` points. From the returns the
@@ -52,6 +55,9 @@ PAGE = ROOT / "docs" / "results.md"
 # working tree holds someone's unfinished edit of them (the fingerprint follows the file run)
 EXAMPLES_DIR = ROOT / "examples"
 RUNS_MARK = "<!-- runs:"
+# the last runs of an example whose code has changed since, kept (apart, marked) while the
+# example has no run of its current code, because other pages quote them through the hook
+SUPERSEDED_MARK = "<!-- superseded runs:"
 
 # name -> task, target (threshold on the mean return of the last 20 episodes), budget
 # (the example's default total frames) and the published figures quoted beside ours.
@@ -285,6 +291,24 @@ def load_records(page: Path) -> list[dict]:
     return json.loads(block)
 
 
+def load_superseded(page: Path) -> list[dict]:
+    """The runs of earlier code kept on ``page`` (see ``SUPERSEDED_MARK``)."""
+    text = page.read_text() if page.exists() else ""
+    if SUPERSEDED_MARK not in text:
+        return []
+    return json.loads(text.split(SUPERSEDED_MARK, 1)[1].split("-->", 1)[0])
+
+
+def superseded_runs(stale: list[dict], current: list[dict]) -> list[dict]:
+    """The newest stale run of each (example, seed) whose example has no current run."""
+    covered = {r["example"] for r in current}
+    newest: dict[tuple[str, int], dict] = {}
+    for r in sorted(stale, key=lambda r: r["started"]):
+        if r["example"] not in covered:
+            newest[(r["example"], r["seed"])] = r
+    return sorted(newest.values(), key=lambda r: (r["example"], r["seed"]))
+
+
 def spread(values: list[float], fmt: str) -> str:
     """``median [min, max]`` (the median alone for one value)."""
     if not values:
@@ -446,7 +470,8 @@ def peers_section() -> list[str]:
     return [section, ""] if section else []
 
 
-def render(records: list[dict], argv: list[str], page: Path | None = None) -> str:
+def render(records: list[dict], argv: list[str], page: Path | None = None,
+           superseded: list[dict] | None = None) -> str:
     by_name = {name: sorted((r for r in records if r["example"] == name), key=lambda r: r["seed"])
                for name in EXAMPLES}
     header = ("| Example | Task | Target (mean of last 20 episodes) | Runs (seeds) | Frames | "
@@ -513,10 +538,33 @@ def render(records: list[dict], argv: list[str], page: Path | None = None) -> st
           for r in sorted(records, key=lambda r: (r['example'], r['seed']))],
         "",
         *peers_section(),
+        *superseded_section(superseded or []),
         f"{RUNS_MARK}\n{dump_records(records)}\n-->",
         "",
     ]
     return "\n".join(lines)
+
+
+def superseded_section(runs: list[dict]) -> list[str]:
+    """The kept runs of earlier code: a table apart, and their block for the hook."""
+    if not runs:
+        return []
+    return [
+        "## Last runs of an earlier version of the code",
+        "",
+        "Examples with no run of their current code keep their last runs here, apart from the "
+        "table above and never mixed with new runs: other pages quote them, saying they ran an "
+        "earlier version of the example (*Code*). They go when the example is run again.",
+        "",
+        "| Example | Code | Seed | Started | Load | Frames | Final return | Seconds | Frames/s |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *[f"| `{r['example']}` | `{r['code']}` | {r['seed']} | {r['started']} | "
+          f"{r['load_avg_1min_before']} | {r['frames']:,} | {r['mean_return']} | {r['seconds']} | "
+          f"{r['fps']} |" for r in runs],
+        "",
+        f"{SUPERSEDED_MARK}\n{dump_records(runs)}\n-->",
+        "",
+    ]
 
 
 def main() -> None:
@@ -545,7 +593,9 @@ def main() -> None:
     unknown = sorted(set(names) - set(EXAMPLES))
     if unknown:
         parser.error(f"unknown examples {unknown}; expected some of {list(EXAMPLES)}")
-    records = drop_stale(load_records(args.page), extra)
+    recorded = load_records(args.page)
+    records = drop_stale(recorded, extra)
+    stale = load_superseded(args.page) + [r for r in recorded if r not in records]
     if not args.render_only:
         for name in names:
             for seed in range(args.seeds):
@@ -557,9 +607,11 @@ def main() -> None:
                 records = [r for r in records
                            if not (r["example"] == name and r["seed"] == seed)] + [record]
                 # after every run: nothing lost
-                args.page.write_text(render(records, sys.argv[1:], args.page))
+                args.page.write_text(render(records, sys.argv[1:], args.page,
+                                            superseded_runs(stale, records)))
                 print(json.dumps(record), flush=True)
-    args.page.write_text(render(records, sys.argv[1:], args.page))
+    args.page.write_text(render(records, sys.argv[1:], args.page,
+                                superseded_runs(stale, records)))
     print(f"wrote {args.page}")
 
 

@@ -366,7 +366,8 @@ def test_results_page_is_what_its_script_renders(tmp_path: Path, monkeypatch: py
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     page = DOCS / "results.md"
-    rendered = script.render(script.load_records(page), ["(argv)"], tmp_path / "results.md")
+    rendered = script.render(script.load_records(page), ["(argv)"], tmp_path / "results.md",
+                             script.load_superseded(page))
     mine = [
         line
         for line in page.read_text().splitlines()

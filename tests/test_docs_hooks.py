@@ -214,6 +214,20 @@ def test_example_summary_and_series_come_from_the_records():
     assert out == "first 15, median over the run 27.5, largest 40, last 40 (median of 2 seeds)"
 
 
+def test_runs_of_earlier_code_are_quoted_only_without_current_ones_and_say_so():
+    old = dict(_run("a", 0, [5.0]), code="0ld", superseded=True)
+    out = example_results.expand("<!-- example-brief: a -->", [old], "p.md")
+    assert out == ("final return 5.0, its target reached by none of 1 (runs of an earlier "
+                   "version of the example's code, `0ld`: no run of its current code is "
+                   "recorded yet)")
+    series = example_results.expand("<!-- example-series: a charts/episodic_return -->",
+                                    [old], "p.md")
+    assert series.endswith("(median of 1 seeds, runs of an earlier version of the example's "
+                           "code, `0ld`)")
+    both = example_results.expand("<!-- example-brief: a -->", [old, _run("a", 0, [7.0])], "p.md")
+    assert both == "final return 7.0, its target reached by none of 1"  # the current run only
+
+
 def test_wrong_example_markers_fail_with_what_exists():
     records = [_run("a", 0, [1.0])]
     with pytest.raises(PluginError, match=r"p\.md: no run of example 'zzz' .*recorded: \['a'\]"):

@@ -63,7 +63,10 @@ def _spread(values: list[float], fmt: str) -> str:
 
 
 def _runs(records: list[dict], name: str, where: str) -> list[dict]:
-    runs = sorted((r for r in records if r["example"] == name), key=lambda r: r["seed"])
+    """``name``'s runs of its current code, else its last runs of earlier code (marked)."""
+    mine = [r for r in records if r["example"] == name]
+    runs = [r for r in mine if not r.get("superseded")] or mine
+    runs = sorted(runs, key=lambda r: r["seed"])
     if not runs:
         known = sorted({r["example"] for r in records})
         raise PluginError(f"{where}: no run of example {name!r} is recorded (docs/results.md, "
@@ -79,7 +82,10 @@ def brief(records: list[dict], name: str, where: str) -> str:
     target = (f"its target reached by {len(reached)} of {len(runs)} at "
               f"{_spread(reached, '{:,.0f}')} frames"
               if reached else f"its target reached by none of {len(runs)}")
-    return f"final return {_spread([r['mean_return'] for r in runs], '{:.1f}')}, {target}"
+    earlier = (f" (runs of an earlier version of the example's code, `{runs[0]['code']}`: "
+               "no run of its current code is recorded yet)" if runs[0].get("superseded") else "")
+    return (f"final return {_spread([r['mean_return'] for r in runs], '{:.1f}')}, {target}"
+            f"{earlier}")
 
 
 def summary(records: list[dict], name: str, where: str) -> str:
@@ -112,9 +118,11 @@ def series(records: list[dict], name: str, tag: str, where: str) -> str:
         )
     values = [[v for _, v in r["series"][tag]] for r in runs]
     med = statistics.median
+    earlier = (f", runs of an earlier version of the example's code, `{runs[0]['code']}`"
+               if runs[0].get("superseded") else "")
     return (f"first {_fmt(med(v[0] for v in values))}, median over the run "
             f"{_fmt(med(med(v) for v in values))}, largest {_fmt(med(max(v) for v in values))}, "
-            f"last {_fmt(med(v[-1] for v in values))} (median of {len(runs)} seeds)")
+            f"last {_fmt(med(v[-1] for v in values))} (median of {len(runs)} seeds{earlier})")
 
 
 def expand(markdown: str, records: list[dict], where: str) -> str:
@@ -135,4 +143,5 @@ def all_records(results_page: Path) -> list[dict]:
     """The examples' runs (``results_page``) and the health page's short runs (``HEALTH_RUNS``)."""
     script = _script()
     health = json.loads(script.HEALTH_RUNS.read_text()) if script.HEALTH_RUNS.exists() else []
-    return script.load_records(results_page) + health
+    kept = [dict(r, superseded=True) for r in script.load_superseded(results_page)]
+    return script.load_records(results_page) + kept + health
