@@ -13,7 +13,10 @@ critic builders (a ``TanhNormal`` ``ProbabilisticActor`` for IQL and CQL, a tanh
 deterministic actor for TD3+BC and BC); ``IQLLoss`` (with a ``ValueOperator`` for V),
 ``CQLLoss`` or ``TD3BCLoss``, and ``SoftUpdate`` of the target critics. Every
 ``--eval-every`` gradient steps the actor plays ``--eval-episodes`` deterministic episodes
-in the real env (``rl_trainers.evaluate``). One "frame" here is one gradient step, so
+in the real env (``rl_trainers.evaluate``). Each gradient step is one
+``rl_objectives.make_update_step`` (eager: it times loss, backward and optimiser apart;
+``--compile`` / ``--cudagraphs``: one compiled graph); ``--video`` records one
+deterministic episode at the end to the logger. One "frame" here is one gradient step, so
 ``--total-frames`` is the number of gradient steps (the examples' shared flag). The last
 line printed is one JSON object with the run's figures.
 """
@@ -30,12 +33,13 @@ from pathlib import Path
 import torch
 from rl_collectors import Collector
 from rl_modules import MLP, ValueOperator
-from rl_objectives import CQLLoss, IQLLoss, SoftUpdate, TD3BCLoss
+from rl_objectives import CQLLoss, IQLLoss, SoftUpdate, TD3BCLoss, make_update_step
 from rl_profiling import RunReport
 from rl_record import experiment_logger
 from rl_replay import DatasetError, MinariExperienceReplay, write_minari_dataset
-from rl_trainers import evaluate
-from sac_pendulum import make_agent, make_env, parse_args
+from rl_trainers import evaluate, record_video
+from sac_pendulum import make_agent, make_env, parse_args, run_update, steady_fps
+from tensordict import TensorDict
 from torch import nn
 
 LOSSES = ("iql", "cql", "td3bc", "bc")
@@ -73,6 +77,9 @@ class Config:
         logdir: where the logger writes; none when empty.
         logger: ``csv``, ``tensorboard``, ``wandb`` or ``mlflow``.
         profile: Chrome trace path of iterations 3-5; none when empty.
+        compile: compile the update step (``make_update_step(compile=True)``).
+        cudagraphs: capture the update step in a CUDA graph (CUDA only).
+        video: record one deterministic evaluation episode at the end, to the logger.
     """
 
     env_id: str = "HalfCheetah-v5"
@@ -100,6 +107,9 @@ class Config:
     logdir: str = ""
     logger: str = "tensorboard"
     profile: str = ""
+    compile: bool = False
+    cudagraphs: bool = False
+    video: bool = False
 
 
 def load_dataset(cfg: Config) -> MinariExperienceReplay:
@@ -161,7 +171,7 @@ class BCLoss(nn.Module):
 
     def forward(self, batch):
         action = self.actor_network(batch.select("observation"))["action"]
-        return {"loss_actor": (action - batch["action"]).pow(2).mean()}
+        return TensorDict({"loss_actor": (action - batch["action"]).pow(2).mean()}, [])
 
 
 def main(cfg: Config) -> dict:
@@ -176,26 +186,22 @@ def main(cfg: Config) -> dict:
     margin = 1e-4 * (high - low)  # TanhNormal's log-prob is infinite at the bounds
     loss_fn, actor, target_updater = make_loss(cfg, env)
     optim = torch.optim.Adam([p for p in loss_fn.parameters() if p.requires_grad], lr=cfg.lr)
-    logger = experiment_logger(cfg.logger, cfg.logdir, cfg, model_name=cfg.loss)
+    logger = experiment_logger(cfg.logger, cfg.logdir, cfg, video=cfg.video,
+                               model_name=cfg.loss)
     timing = RunReport(f"{cfg.loss.upper()} offline {cfg.dataset_id}",
                        profile=cfg.profile or None)
-    evals, losses, start = [], None, time.perf_counter()
+    update = make_update_step(loss_fn, optim, target_updater=target_updater,
+                              compile=cfg.compile, cudagraphs=cfg.cudagraphs, timing=timing)
+    evals, losses, steady, start = [], None, None, time.perf_counter()
     for step in range(1, cfg.total_frames + 1):
         with timing.add_time("replay"):
             batch = buffer.sample().to(cfg.device)
             batch["action"] = torch.maximum(torch.minimum(batch["action"], high - margin),
                                             low + margin)
-        with timing.add_time("loss"):
-            losses = loss_fn(batch)
-            total = sum(v for k, v in losses.items() if k.startswith("loss_"))
-        with timing.add_time("backward"):
-            optim.zero_grad(set_to_none=True)
-            total.backward()
-        with timing.add_time("optimiser"):
-            optim.step()
-            if target_updater is not None:
-                target_updater.step()
+        losses = run_update(update, batch, timing)
         timing.step(1)
+        if steady is None and (update.timing is not None or update.compile_seconds > 0):
+            steady = (step, time.perf_counter())  # after the step that compiled (if any)
         if step % cfg.eval_every == 0 or step == cfg.total_frames:
             with timing.add_time("eval"):
                 result = evaluate(actor, env, cfg.eval_episodes, seed=cfg.seed + step)
@@ -205,6 +211,12 @@ def main(cfg: Config) -> dict:
     timing.stop()
     print(timing.report())
     env.close()
+    fps_steady = steady_fps(steady, cfg.total_frames)
+    print(f"update step: {update.compile_seconds:.1f} s compiling; steady state: "
+          f"{fps_steady} gradient steps/s")
+    if cfg.video:  # one deterministic episode, rendered, to the logger (rl_trainers)
+        with make_env(dataclasses.replace(cfg, num_envs=1), render_mode="rgb_array") as venv:
+            record_video(actor, venv, logger, step=cfg.total_frames)
     if logger is not None:
         logger.close()
     return {
@@ -213,6 +225,7 @@ def main(cfg: Config) -> dict:
         "loss": cfg.loss, "dataset_id": cfg.dataset_id, "dataset_transitions": len(buffer),
         "behaviour_return": buffer.metadata.get("behaviour_return"),
         "evaluations": [[s, round(r, 2)] for s, r in evals], "seed": cfg.seed,
+        "compile_seconds": round(update.compile_seconds, 2), "steady_fps": fps_steady,
     }
 
 

@@ -28,7 +28,8 @@ def test_every_loss_trains_from_a_recorded_dataset(tmp_path, monkeypatch) -> Non
                 "iql_offline.py", "--env-id", "Pendulum-v1", "--dataset-id", "test/p-v0",
                 "--record-frames", "400", "--minari-root", "minari", "--copies-root", "copies",
                 "--total-frames", "20", "--eval-every", "10", "--eval-episodes", "1",
-                "--hidden", "32", "--batch-size", "32", "--loss", loss])
+                "--hidden", "32", "--batch-size", "32", "--loss", loss,
+                *(["--logger", "csv", "--logdir", "runs", "--video"] if loss == "bc" else [])])
             ns = runpy.run_path(str(EXAMPLES / "iql_offline.py"), run_name="example_under_test")
             results[loss] = ns["main"](ns["parse_args"](ns["Config"], ns["__doc__"]))
     finally:
@@ -38,5 +39,12 @@ def test_every_loss_trains_from_a_recorded_dataset(tmp_path, monkeypatch) -> Non
         assert result["dataset_transitions"] == 400, result
         assert [s for s, _ in result["evaluations"]] == [10, 20], result
         assert all(math.isfinite(r) and r < 0 for _, r in result["evaluations"]), result
+    assert all(r["compile_seconds"] == 0.0 for r in results.values())  # eager update step
     assert result["behaviour_return"] is None  # a random-policy set stores none
+    from rl_record import read_video
+
+    (video,) = (tmp_path / "runs").rglob("video_*.mp4")  # --video: one deterministic episode
+    frames = read_video(video)
+    # Pendulum's episodes end at 200 steps: one frame per step plus the reset frame
+    assert frames.shape == (201, 500, 500, 3) and frames.std() > 10, frames.shape
     assert len(list((tmp_path / "minari").rglob("main_data.hdf5"))) == 1  # recorded once
