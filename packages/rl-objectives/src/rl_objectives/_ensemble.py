@@ -9,7 +9,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase, TensorDictParams
 from torch import nn
 
-__all__ = ["stack_copies", "vmap_call"]
+__all__ = ["StackedCritics", "stack_copies", "vmap_call"]
 
 
 def _reset_parameters(module: nn.Module) -> None:
@@ -69,3 +69,24 @@ def vmap_call(
         for i in range(params.batch_size[0])
     ]
     return torch.stack(outs, 0)
+
+
+class StackedCritics:
+    """Critics as one template module (``_qvalue_template``) run with stacked parameters.
+
+    A mixin for losses (before ``LossModule`` in the bases): they keep the template in
+    ``_qvalue_template`` and its copies' parameters from :func:`stack_copies`.
+    """
+
+    @property
+    def qvalue_network(self) -> TensorDictModuleBase:
+        """The critic template; its parameters are swapped for ``qvalue_network_params``."""
+        return self._qvalue_template
+
+    def _qvalues(self, tensordict: TensorDictBase, action: torch.Tensor, params) -> torch.Tensor:
+        """``Q_i(s, action)`` for every critic, shape ``[N, *B]``."""
+        template = self._qvalue_template
+        td = tensordict.select(*template.in_keys, strict=False)
+        td.set(self.tensor_keys.action, action)
+        value = self._get(vmap_call(template, params, td), self.tensor_keys.state_action_value)
+        return value.reshape(value.shape[0], *tensordict.batch_size)

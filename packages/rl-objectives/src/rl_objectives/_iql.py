@@ -11,7 +11,7 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from rl_objectives import _keys
-from rl_objectives._ensemble import stack_copies, vmap_call
+from rl_objectives._ensemble import StackedCritics, stack_copies
 from rl_objectives._loss_base import LossModule, distance_loss
 from rl_objectives._one_step import (
     OneStepTarget,
@@ -53,7 +53,7 @@ def _log_prob(actor: TensorDictModuleBase, tensordict: TensorDictBase,
     return log_prob
 
 
-class IQLLoss(OneStepTarget, LossModule):
+class IQLLoss(StackedCritics, OneStepTarget, LossModule):
     """IQL: expectile regression of ``V`` on the critics, advantage-weighted regression actor.
 
     With ``Q_i`` the critics, ``Q'_i`` their targets, ``tau`` = ``expectile``,
@@ -171,19 +171,6 @@ class IQLLoss(OneStepTarget, LossModule):
         self.qvalue_network_params = stack_copies(qvalue_network, num_qvalue_nets)
         self._make_target("qvalue_network_params", self.qvalue_network_params)
         apply_torchrl_options(self, torchrl_options)
-
-    @property
-    def qvalue_network(self) -> TensorDictModuleBase:
-        """The critic template; its parameters are swapped for ``qvalue_network_params``."""
-        return self._qvalue_template
-
-    def _qvalues(self, tensordict: TensorDictBase, action: torch.Tensor, params) -> torch.Tensor:
-        """``Q_i(s, action)`` for every critic, shape ``[N, *B]``."""
-        template = self._qvalue_template
-        td = tensordict.select(*template.in_keys, strict=False)
-        td.set(self.tensor_keys.action, action)
-        value = self._get(vmap_call(template, params, td), self.tensor_keys.state_action_value)
-        return value.reshape(value.shape[0], *tensordict.batch_size)
 
     def _state_value(self, tensordict: TensorDictBase) -> torch.Tensor:
         td = tensordict.select(*self.value_network.in_keys, strict=False)

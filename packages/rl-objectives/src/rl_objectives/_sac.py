@@ -13,7 +13,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from rl_objectives import _keys
-from rl_objectives._ensemble import stack_copies, vmap_call
+from rl_objectives._ensemble import StackedCritics, stack_copies
 from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
 from rl_objectives._tensor_keys import StepKeys
 from rl_objectives.value._td import td0_return_estimate
@@ -41,7 +41,7 @@ def _check_alpha(alpha_init: float, min_alpha: float | None, max_alpha: float | 
         raise ValueError(f"min_alpha must be <= max_alpha, got {min_alpha} > {max_alpha}")
 
 
-class SACLoss(LossModule):
+class SACLoss(StackedCritics, LossModule):
     """Soft actor-critic: clipped double-Q critics, a reparameterised actor, learned ``alpha``.
 
     With ``Q_i`` the ``num_qvalue_nets`` critics, ``Q'_i`` their targets, ``a~ ~ pi(.|s)``
@@ -210,11 +210,6 @@ class SACLoss(LossModule):
         return -float(math.prod(shape))
 
     @property
-    def qvalue_network(self) -> TensorDictModuleBase:
-        """The critic template; its parameters are swapped for ``qvalue_network_params``."""
-        return self._qvalue_template
-
-    @property
     def target_entropy(self) -> float | None:
         """The entropy target (``None`` until known when ``"auto"`` without a spec)."""
         return self._target_entropy
@@ -264,14 +259,6 @@ class SACLoss(LossModule):
         if log_prob.ndim > tensordict.batch_dims:  # a factorised distribution
             log_prob = log_prob.flatten(tensordict.batch_dims).sum(-1)
         return action, log_prob
-
-    def _qvalues(self, tensordict: TensorDictBase, action: torch.Tensor, params) -> torch.Tensor:
-        """``Q_i(s, action)`` for every critic, shape ``[N, *B]``."""
-        template = self._qvalue_template
-        td = tensordict.select(*template.in_keys, strict=False)
-        td.set(self.tensor_keys.action, action)
-        value = self._get(vmap_call(template, params, td), self.tensor_keys.state_action_value)
-        return value.reshape(value.shape[0], *tensordict.batch_size)
 
     def _state_value(self, net: nn.Module, tensordict: TensorDictBase) -> torch.Tensor:
         td = tensordict.select(*net.in_keys, strict=False)

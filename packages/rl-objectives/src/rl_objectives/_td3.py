@@ -11,7 +11,7 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from rl_objectives import _keys
-from rl_objectives._ensemble import stack_copies, vmap_call
+from rl_objectives._ensemble import StackedCritics, stack_copies
 from rl_objectives._loss_base import LossModule, distance_loss
 from rl_objectives._one_step import (
     OneStepTarget,
@@ -52,7 +52,7 @@ def _bounds(action_spec: Any, bounds: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return low, high
 
 
-class TD3Loss(OneStepTarget, LossModule):
+class TD3Loss(StackedCritics, OneStepTarget, LossModule):
     """TD3: twin critics, target policy smoothing and a deterministic actor.
 
     With ``Q_i`` the ``num_qvalue_nets`` critics, primes for the target networks and
@@ -175,19 +175,6 @@ class TD3Loss(OneStepTarget, LossModule):
             self._make_target("actor_network", actor_network)
         if delay_qvalue:
             self._make_target("qvalue_network_params", self.qvalue_network_params)
-
-    @property
-    def qvalue_network(self) -> TensorDictModuleBase:
-        """The critic template; its parameters are swapped for ``qvalue_network_params``."""
-        return self._qvalue_template
-
-    def _qvalues(self, tensordict: TensorDictBase, action: torch.Tensor, params) -> torch.Tensor:
-        """``Q_i(s, action)`` for every critic, shape ``[N, *B]``."""
-        template = self._qvalue_template
-        td = tensordict.select(*template.in_keys, strict=False)
-        td.set(self.tensor_keys.action, action)
-        value = self._get(vmap_call(template, params, td), self.tensor_keys.state_action_value)
-        return value.reshape(value.shape[0], *tensordict.batch_size)
 
     def smoothed_target_action(self, action: torch.Tensor) -> torch.Tensor:
         """``clip(action + clip(N(0, policy_noise^2), -noise_clip, noise_clip), low, high)``."""
