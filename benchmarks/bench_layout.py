@@ -1,4 +1,21 @@
-"""Rollout storage layout (issue 24): time-major ``[T, *B]`` writes vs time-last ``[*B, T]``.
+"""Rollout storage layout: the copies of one observation (issue 42) and the write layouts
+(issue 24).
+
+**Copies** (:func:`count_copies`, issue 42): the PPO CartPole pipeline of
+``examples/ppo_cartpole.py`` (``GymEnv`` x16 with ``StepCounter``, ``InitTracker``,
+``RewardSum``; ``Collector`` -> ``GAE`` -> ``TensorDictReplayBuffer`` over a
+``LazyTensorStorage`` with ``SamplerWithoutReplacement`` -> the minibatch ``ClipPPOLoss``
+reads), with one observation traced by its storage pointer (numpy's
+``__array_interface__`` data, ``tensor.untyped_storage().data_ptr()``) and its value from the
+array the simulator returns to the minibatch tensor. Each hop is a view (same storage) or a
+copy (a new storage holding the same values); ``copies: N`` counts the copies on that chain
+plus the duplicate stores of the same observation in the rollout batch (``obs[t+1]`` and
+``("next", "obs")[t]``). The simulator's array is seen by replacing the gymnasium vector
+env's ``step`` on the instance with a recorder that returns what it returns; the policy
+input by a forward pre-hook on the actor. ``uv run python benchmarks/bench_layout.py
+--copies`` prints only this (a second).
+
+**Layouts** (:func:`run`): time-major ``[T, *B]`` writes vs time-last ``[*B, T]``.
 
 The data model hands a rollout out as ``[*B, T]`` (time last). Two ways to fill it step by
 step, each timed per rollout of ``T`` steps with numpy slice assignments (what both
@@ -22,8 +39,10 @@ under a minute.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +96,158 @@ def run() -> list[dict]:
     return rows
 
 
+def _ptr(x: Any) -> int:
+    """The address of the memory ``x`` lives in (a numpy array or a tensor)."""
+    if isinstance(x, np.ndarray):
+        base = x
+        while isinstance(base.base, np.ndarray):
+            base = base.base
+        return base.__array_interface__["data"][0]
+    return x.untyped_storage().data_ptr()
+
+
+def _holds(x: Any, value: np.ndarray) -> bool:
+    """Whether some row of ``x`` (``[..., F]``) equals ``value`` (``[F]``) exactly."""
+    arr = np.asarray(x.detach().cpu() if not isinstance(x, np.ndarray) else x)
+    return bool((arr.reshape(-1, value.shape[-1]) == value).all(-1).any())
+
+
+def _pipeline(num_envs: int, steps: int, minibatch: int) -> dict:
+    """``examples/ppo_cartpole.py``'s objects (its defaults), with the two recorders."""
+    import torch
+    from rl_collectors import Collector
+    from rl_envs import GymEnv, InitTracker, RewardSum, StepCounter, TransformedEnv
+    from rl_modules import MLP, ProbabilisticActor, ValueOperator
+    from rl_objectives import GAE, ClipPPOLoss
+    from rl_replay import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
+    from tensordict.nn import TensorDictModule
+
+    torch.manual_seed(0)
+    base = GymEnv("CartPole-v1", num_envs=num_envs)
+    env = TransformedEnv(base, StepCounter())
+    env.append_transform(InitTracker())
+    env.append_transform(RewardSum())
+    env.set_seed(0)
+    actor = ProbabilisticActor(
+        TensorDictModule(MLP(4, 2, num_cells=64, depth=2), ["observation"], ["logits"]),
+        ["logits"], spec=env.action_spec, distribution_class=torch.distributions.Categorical,
+        return_log_prob=True,
+    )
+    critic = ValueOperator(MLP(4, 1, num_cells=64, depth=2))
+    rec: dict = {"sim": [], "seen": []}
+    venv = base.env
+    sim_step = venv.step
+
+    def recording_step(action: Any) -> tuple:
+        out = sim_step(action)
+        rec["sim"].append((out[0], out[0].copy(), out[2] | out[3]))
+        return out
+
+    def seen(module: Any, args: tuple) -> None:
+        root, nxt = base.buffers()
+        troot, tnxt = env.buffers()
+        rec["seen"].append({
+            "GymEnv next buffer": nxt.get("observation").clone(),
+            "GymEnv root buffer": root.get("observation").clone(),
+            "TransformedEnv next buffer": tnxt.get("observation").clone(),
+            "TransformedEnv root buffer": troot.get("observation").clone(),
+            "policy input (what the actor reads)": args[0].get("observation").clone(),
+            "_ptrs": [_ptr(t.get("observation")) for t in (nxt, root, tnxt, troot, args[0])],
+        })
+
+    frames = num_envs * steps
+    collector = Collector(env, actor, frames_per_batch=frames, total_frames=frames)
+    venv.step = recording_step  # on the instance: the simulator itself is unchanged
+    actor.register_forward_pre_hook(seen)
+    rec["sim"].clear()
+    rec["seen"].clear()
+    batch = next(iter(collector))
+    rec.update(collector=collector, batch=batch, critic=critic, actor=actor)
+    rec["gae"] = GAE(gamma=0.98, lmbda=0.8, value_network=critic, average_gae=True)
+    rec["buffer"] = TensorDictReplayBuffer(
+        storage=LazyTensorStorage(frames), sampler=SamplerWithoutReplacement(),
+        batch_size=minibatch,
+    )
+    rec["loss"] = ClipPPOLoss(actor, critic, loss_critic_type="l2")
+    return rec
+
+
+def _hop(hops: list, where: str, x: Any, value: np.ndarray) -> None:
+    if not _holds(x, value):
+        raise RuntimeError(f"the traced observation is not in {where}")
+    ptr = _ptr(x)
+    kind = "view" if hops and ptr == hops[-1][2] else "copy"
+    hops.append((where, "start" if not hops else kind, ptr))
+
+
+def count_copies(num_envs: int = 16, steps: int = 32, minibatch: int = 256) -> dict:
+    """Trace one observation from the simulator's array to the loss's minibatch tensor.
+
+    Returns:
+        ``{"copies": N, "hops": [(where, "start" | "view" | "copy", address)], "duplicates":
+        [where]}``.
+    """
+    import torch
+
+    rec = _pipeline(num_envs, steps, minibatch)
+    s = steps // 2  # a step in the middle of the batch; a row that did not finish there
+    sim_arr, value_all, done = rec["sim"][s]
+    row = int(np.flatnonzero(~np.asarray(done))[0])
+    value = value_all[row]
+    hops: list = []
+    _hop(hops, "simulator's array (the vector env's step return)", sim_arr, value)
+    seen = rec["seen"][s + 1]  # the policy call of the next step sees it at the root
+    for (where, x), ptr in zip(list(seen.items())[:5], seen["_ptrs"], strict=True):
+        if not _holds(x, value):
+            raise RuntimeError(f"the traced observation is not in {where}")
+        kind = "view" if ptr == hops[-1][2] else "copy"
+        if not any(ptr == h[2] for h in hops) or kind == "view":
+            hops.append((where, kind, ptr))
+    collector, batch = rec["collector"], rec["batch"]
+    _hop(hops, "Collector's batch storage", collector.buffer.get("observation"), value)
+    _hop(hops, "the batch the Collector yields", batch.get("observation"), value)
+    duplicates = []
+    nxt_obs = batch.get(("next", "observation"))
+    if _holds(nxt_obs, value) and _ptr(nxt_obs) != _ptr(batch.get("observation")):
+        duplicates.append("the batch's ('next', 'observation') at t-1 (a second store)")
+    with torch.no_grad():
+        rec["gae"](batch)
+    _hop(hops, "the batch after GAE", batch.get("observation"), value)
+    flat = batch.reshape(-1).to("cpu")
+    _hop(hops, "batch.reshape(-1).to(device)", flat.get("observation"), value)
+    buffer = rec["buffer"]
+    buffer.extend(flat)
+    state = buffer.storage.state_dict()
+    leaf = state["leaves"][[tuple(k) if not isinstance(k, str) else (k,)
+                            for k in state["layout"]["keys"]].index(("observation",))]
+    _hop(hops, "replay storage (LazyTensorStorage)", leaf, value)
+    for _ in range(len(buffer) // minibatch):  # one epoch of minibatches: one holds it
+        sample = buffer.sample(minibatch)
+        if _holds(sample.get("observation"), value):
+            break
+    _hop(hops, "the minibatch ClipPPOLoss reads (buffer.sample)", sample.get("observation"),
+         value)
+    rec["loss"](sample)  # the loss runs on that very minibatch
+    rec["collector"].shutdown()
+    n = sum(kind == "copy" for _, kind, _ in hops) + len(duplicates)
+    return {"copies": n, "hops": hops, "duplicates": duplicates}
+
+
+def print_copies(result: dict) -> None:
+    for where, kind, _ in result["hops"]:
+        print(f"  {kind:5s} {where}")
+    for where in result["duplicates"]:
+        print(f"  copy  {where}")
+    print(f"copies: {result['copies']}")
+
+
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--copies", action="store_true", help="only the copy count")
+    args = parser.parse_args()
+    print_copies(count_copies())
+    if args.copies:
+        raise SystemExit(0)
     print(f"{'figure':92s} {'value':>10s} {'limit':>10s} {'ratio':>7s}")
     for r in run():
         print(f"{r['figure']:92s} {r['value']:10.6f} {r['limit']:10.6f} {r['ratio']:7.3f}")
