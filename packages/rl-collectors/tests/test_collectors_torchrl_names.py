@@ -211,3 +211,16 @@ def test_torchrl_collector_arguments_are_refused_with_the_replacement(name):
         Collector(partial(GymEnv, "CartPole-v1"), None, frames_per_batch=4, **{name: "cpu"})
     unsupported = "TorchRL's argument is not supported by the collectors here"
     assert str(info.value) == f"{name}: {unsupported}; {TORCHRL_ONLY[name]}"
+
+
+def test_device_sets_the_three_devices_unless_given():
+    # TorchRL's Collector(device=): the default of env_device, policy_device, storing_device
+    from rl_collectors import CollectorOptions
+
+    opts = CollectorOptions(device="cpu")
+    assert (opts.env_device, opts.policy_device, opts.storing_device) == ("cpu",) * 3
+    assert CollectorOptions(device="cpu", storing_device="meta").storing_device == "meta"
+    collector = Collector(_cartpole(), None, frames_per_batch=8, total_frames=8, device="cpu")
+    assert collector.storing_device == torch.device("cpu")
+    assert next(iter(collector)).device == torch.device("cpu")
+    collector.shutdown()

@@ -32,6 +32,23 @@ def test_input_and_output_specs_assemble_the_env_specs() -> None:
     env.close()
 
 
+def test_unbatched_specs_drop_the_batch_dims() -> None:
+    # TorchRL's PPO tutorial reads env.action_spec_unbatched.space.low for TanhNormal
+    for env in (TransformedEnv(GymEnv("Pendulum-v1", num_envs=2), StepCounter(5)),
+                GymEnv("Pendulum-v1")):
+        action = env.action_spec_unbatched
+        assert isinstance(action, Bounded) and action.shape == (1,)
+        assert action.space.low.tolist() == [-2.0] and action.space.high.tolist() == [2.0]
+        assert env.full_action_spec_unbatched.shape == ()
+        assert env.full_action_spec_unbatched["action"] == action
+        obs = env.observation_spec_unbatched
+        assert obs.shape == () and obs["observation"].shape == (3,)
+        assert env.full_reward_spec_unbatched["reward"].shape == (1,)
+        assert env.full_done_spec_unbatched["done"].shape == (1,)
+        assert env.action_spec.shape == (*env.batch_size, 1)  # the env's own spec unchanged
+        env.close()
+
+
 class _Spinner(EnvBase):
     """TorchRL's custom-env contract: batch [], state keys in the root, specs set in
     ``__init__``, ``_reset`` / ``_step`` / ``_set_seed``."""

@@ -18,7 +18,7 @@ import torchrl.envs.utils as env_utils
 from torchrl.collectors import SyncDataCollector
 from .local import thing
 
-collector = SyncDataCollector(None, None, device="cpu", frames_per_batch=8)
+collector = SyncDataCollector(None, None, devices="cpu", frames_per_batch=8)
 '''
 
 
@@ -40,7 +40,7 @@ def test_what_has_no_counterpart_is_kept_and_named_with_its_line() -> None:
     out = rewrite_source(SCRIPT + "from torchrl.envs import DMControlEnv, GymEnv\n", "s.py")
     assert "from torchrl.envs import DMControlEnv\nfrom rl_envs import GymEnv\n" in out.new_source
     found = [(f.line, f.symbol) for f in out.findings]
-    assert found == [(13, "SyncDataCollector(device=)"), (14, "torchrl.envs.DMControlEnv")]
+    assert found == [(13, "SyncDataCollector(devices=)"), (14, "torchrl.envs.DMControlEnv")]
     assert 'row "Collector arguments with no counterpart"' in str(out.findings[0])
     assert str(out.findings[1]).startswith("s.py:14: torchrl.envs.DMControlEnv: no counterpart")
 

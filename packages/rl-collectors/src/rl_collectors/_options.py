@@ -27,8 +27,6 @@ def _check_count(name: str, value: Any, minimum: int, allow_none: bool = False) 
 _ONE_FOR_ALL = "one value for every worker: each worker runs the same Collector"
 _NOT_PREEMPTED = "slow workers are not pre-empted: MultiAsyncCollector yields the first batch ready"
 TORCHRL_ONLY = {
-    "device": "pass env_device=, policy_device= and storing_device= "
-    "(each defaults to the env's device)",
     "devices": f"pass env_device= / policy_device= / storing_device=, {_ONE_FOR_ALL}",
     "storing_devices": f"pass storing_device=, {_ONE_FOR_ALL}",
     "env_devices": f"pass env_device=, {_ONE_FOR_ALL}",
@@ -61,6 +59,8 @@ class CollectorOptions:
             the policy runs (``"random"``: sample; ``"deterministic"``/``"mode"``: greedy).
         reset_when_done: finished sub-envs are reset by the env's fast path; only
             ``True`` is supported.
+        device: TorchRL's shorthand: the default of ``env_device``, ``policy_device`` and
+            ``storing_device`` (each one given explicitly wins).
         env_device: device of the env's tensors (default: ``env.device``).
         policy_device: where the policy runs (default: the env device); a module is
             copied there and fed through preallocated buffers.
@@ -116,6 +116,7 @@ class CollectorOptions:
     split_trajs: bool = False
     exploration_type: Any = InteractionType.RANDOM
     reset_when_done: bool = True
+    device: Any = None
     env_device: Any = None
     policy_device: Any = None
     storing_device: Any = None
@@ -137,6 +138,10 @@ class CollectorOptions:
             0,
         )
         self.init_random_frames = self.init_random_frames or 0
+        if self.device is not None:  # TorchRL: fills in the devices not given
+            for name in ("env_device", "policy_device", "storing_device"):
+                if getattr(self, name) is None:
+                    setattr(self, name, self.device)
         self.interaction = resolve_interaction(self.exploration_type)
         if self.reset_when_done is not True:
             raise ValueError(

@@ -11,6 +11,7 @@ from typing import Any
 
 from rl_envs._composite import Composite
 from rl_envs._keys import DONE
+from rl_envs._specs import Bounded
 
 __all__ = ["EnvSpecSurface"]
 
@@ -76,6 +77,36 @@ class EnvSpecSurface:
         return self._compose(output_spec=self.output_spec, input_spec=self.input_spec)
 
     @property
+    def full_action_spec_unbatched(self) -> Composite:
+        """``full_action_spec`` without the env's batch dims (TorchRL's name)."""
+        return unbatched(self.full_action_spec, len(self.batch_size))  # type: ignore[attr-defined]
+
+    @property
+    def action_spec_unbatched(self) -> Any:
+        """``action_spec`` without the env's batch dims: one sub-env's action space."""
+        return unbatched(self.action_spec, len(self.batch_size))  # type: ignore[attr-defined]
+
+    @property
+    def full_observation_spec_unbatched(self) -> Composite:
+        """``full_observation_spec`` without the env's batch dims."""
+        return unbatched(self.observation_spec, len(self.batch_size))  # type: ignore[attr-defined]
+
+    @property
+    def observation_spec_unbatched(self) -> Composite:
+        """``observation_spec`` without the env's batch dims."""
+        return self.full_observation_spec_unbatched
+
+    @property
+    def full_reward_spec_unbatched(self) -> Composite:
+        """``full_reward_spec`` without the env's batch dims."""
+        return unbatched(self.full_reward_spec, len(self.batch_size))  # type: ignore[attr-defined]
+
+    @property
+    def full_done_spec_unbatched(self) -> Composite:
+        """``full_done_spec`` without the env's batch dims."""
+        return unbatched(self.full_done_spec, len(self.batch_size))  # type: ignore[attr-defined]
+
+    @property
     def observation_keys(self) -> list[Any]:
         """Every observation key (nested keys as tuples)."""
         return self.observation_spec.keys(True, True)
@@ -99,3 +130,26 @@ class EnvSpecSurface:
     def batch_locked(self) -> bool:
         """Always True here: an env steps exactly its ``batch_size``."""
         return True
+
+
+def unbatched(spec: Any, dims: int) -> Any:
+    """``spec`` without its ``dims`` leading (batch) dims: a copy, bounds of the first row.
+
+    Examples:
+        >>> import torch
+        >>> spec = Bounded(torch.zeros(4, 2), torch.ones(4, 2), shape=(4, 2))
+        >>> unbatched(spec, 1).shape, unbatched(spec, 1).space.low
+        (torch.Size([2]), tensor([0., 0.]))
+        >>> unbatched(Composite({"obs": spec}, shape=(4,)), 1)["obs"].shape
+        torch.Size([2])
+    """
+    if dims == 0:
+        return spec.clone()
+    if isinstance(spec, Composite):
+        parts = {k: unbatched(spec[k], dims) for k in spec}
+        return Composite(parts, shape=spec.shape[dims:], device=spec.device)
+    first = (0,) * dims
+    if isinstance(spec, Bounded):
+        return Bounded(spec.low[first], spec.high[first], shape=spec.shape[dims:],
+                       device=spec.device, dtype=spec.dtype)
+    return spec._rebuild(spec.shape[dims:])

@@ -74,7 +74,7 @@ _COLLECTORS = (
     "AsyncCollector", "aSyncDataCollector",
 )
 _COLLECTOR_ARGS = (
-    "device", "devices", "storing_devices", "env_devices", "policy_devices",
+    "devices", "storing_devices", "env_devices", "policy_devices",
     "create_env_kwargs", "interruptor", "preemptive_threshold", "use_buffers", "cat_results",
     "track_policy_version", "set_truncated",
 )
