@@ -123,6 +123,16 @@ def test_iql_bad_arguments_are_named(kwargs):
         IQLLoss(_stochastic_actor(), _critic(), _value(), **kwargs)
 
 
+def test_iql_needs_its_value_network_as_torchrl_does():
+    # TorchRL's docs call value_network optional, but its IQLLoss has no default for it and
+    # reads it in every term: None is refused here by name, before anything is built
+    with pytest.raises(TypeError, match=r"value_network: expected a tensordict module "
+                       r"writing state_value .*received None; TorchRL's docs mark it optional"):
+        IQLLoss(_stochastic_actor(), _critic(), None)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'value_network'"):
+        IQLLoss(_stochastic_actor(), _critic())
+
+
 def _cql_reference(loss, td, seed, *, lagrange, half_width=1.0):
     """Redraw the loss's random numbers in its order and write CQL's equations out."""
     torch.manual_seed(seed)

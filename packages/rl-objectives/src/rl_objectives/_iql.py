@@ -73,7 +73,9 @@ class IQLLoss(StackedCritics, OneStepTarget, LossModule):
         actor_network: a probabilistic tensordict module (``get_dist``).
         qvalue_network: a tensordict module reading the observation and ``action`` and
             writing ``state_action_value`` (the critics' template).
-        value_network: a tensordict module writing ``state_value``.
+        value_network: a tensordict module writing ``state_value``. Required, as in
+            TorchRL in practice (its docs say optional; its constructor has no default and
+            reads the network unconditionally).
         num_qvalue_nets: number of critics (``>= 1``).
         loss_function: ``"l1"``, ``"l2"`` or ``"smooth_l1"`` for the critic loss.
         temperature: the inverse temperature ``beta`` (``> 0``): small is behaviour cloning,
@@ -85,7 +87,8 @@ class IQLLoss(StackedCritics, OneStepTarget, LossModule):
             and ``separate_losses`` (accepted; no term shares gradients here).
 
     Raises:
-        TypeError: a network is not a tensordict module, or an unknown keyword.
+        TypeError: a network is not a tensordict module (``value_network=None`` included),
+            or an unknown keyword.
         ValueError: a hyper-parameter is out of range.
 
     Examples:
@@ -149,6 +152,12 @@ class IQLLoss(StackedCritics, OneStepTarget, LossModule):
         **torchrl_options: Any,
     ) -> None:
         super().__init__()
+        if value_network is None:
+            raise TypeError(
+                "value_network: expected a tensordict module writing state_value (IQL's V(s): "
+                "the critics' target and the actor's weight read it), received None; "
+                "TorchRL's docs mark it optional, but its IQLLoss needs one too"
+            )
         for name, net in (("actor_network", actor_network), ("qvalue_network", qvalue_network),
                           ("value_network", value_network)):
             check_module(name, net)
