@@ -2,7 +2,7 @@
 
 Usage::
 
-    uv run python benchmarks/run.py                 # every benchmarks/bench_*.py
+    uv run python benchmarks/run.py                 # every bench_*.py with a run()
     uv run python benchmarks/run.py envs collectors  # bench_envs.py, bench_collectors.py
     uv run python benchmarks/run.py --merge replay   # re-run one, keep the others' rows
 
@@ -16,6 +16,10 @@ command line and the git commit; the docs quote that file through
 benches of this run; with it, the named benches' rows replace theirs in the existing file,
 the other rows are kept, and each bench run this way records its own metadata under
 ``"benches"`` (the docs stamp its table with it).
+
+A ``bench_<name>.py`` without ``run()`` is a script of its own (:data:`STANDALONE` says
+why: whole training runs, a GPU, flags that size an hour-long record) that writes its own
+results file; this runner lists those it leaves out and refuses them by name.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -48,6 +53,24 @@ OURS = (
 )
 
 
+STANDALONE = {
+    "compile_runs": "whole training runs, eager against --compile, in fresh processes (hours "
+    "at the examples' budgets); writes results/compile_runs.json",
+    "finite_check": "ppo_cartpole runs with and without the NaN guard, in fresh processes; "
+    "prints one JSON object",
+    "gpu": "needs a CUDA GPU (tools/gpu/run_check.py runs it on a lent machine); writes "
+    "results/gpu.json",
+    "logging": "ppo_cartpole runs per logger, in fresh processes, plus W&B and MLflow "
+    "start-ups; writes results/logging.json",
+    "minari_load": "writes a 1M-transition dataset first (--transitions sizes it); prints "
+    "one JSON object",
+    "update": "compiles eight update steps (minutes; --rounds/--calls size the record); "
+    "prints one JSON object",
+}
+"""The benches without ``run()``: name -> why ``run.py`` does not run them (run each
+directly: ``uv run python benchmarks/bench_<name>.py --help``)."""
+
+
 def _load(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
@@ -57,11 +80,38 @@ def _load(path: Path):
 
 
 def _select(names: list[str]) -> list[Path]:
-    found = {p.stem.removeprefix("bench_"): p for p in sorted(HERE.glob("bench_*.py"))}
+    """The benches to run: ``names``, or every bench with a ``run()`` when none is named.
+
+    Raises:
+        SystemExit: a name is not a bench with a ``run()`` (a standalone one says how to
+            run it), or a bench without ``run()`` is missing from :data:`STANDALONE`.
+    """
+    every = {p.stem.removeprefix("bench_"): p for p in sorted(HERE.glob("bench_*.py"))}
+    found = {n: p for n, p in every.items() if n not in STANDALONE}
+    silent = [n for n, p in found.items() if not _has_run(p)]
+    if silent:
+        raise SystemExit(f"benchmarks {silent} have no run(): give them one, or list them "
+                         "in run.py's STANDALONE with the reason")
+    for name in names:
+        if name in STANDALONE and name in every:
+            raise SystemExit(f"{name}: not run by run.py ({STANDALONE[name]}); run it "
+                             f"directly: uv run python benchmarks/bench_{name}.py --help")
     unknown = [n for n in names if n not in found]
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; expected some of {sorted(found)}")
     return [found[n] for n in names] if names else list(found.values())
+
+
+def _has_run(path: Path) -> bool:
+    """Whether the script defines a module-level ``run()`` (read, not imported)."""
+    return re.search(r"^def run\(", path.read_text(), re.MULTILINE) is not None
+
+
+def _left_out() -> str:
+    """The line that says which benches a full run leaves out, and why."""
+    return "not run here (standalone scripts, each with its own flags and results file): " + (
+        "; ".join(f"{name} ({why})" for name, why in sorted(STANDALONE.items()))
+    )
 
 
 def versions() -> dict[str, str]:
@@ -176,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--merge: name the benches to re-run")
     sys.path.insert(0, str(HERE))
     rows, failures = [], []
+    if not args.names:
+        print(_left_out(), file=sys.stderr, flush=True)
     for path in _select(args.names):
         name = path.stem.removeprefix("bench_")
         start = time.perf_counter()
