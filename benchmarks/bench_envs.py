@@ -264,7 +264,9 @@ def bench_mujoco() -> list[dict]:
 
 
 def _pixel_pipeline() -> Compose:
-    return Compose(ToTensorImage(dtype=torch.uint8), GrayScale(), Resize(84, 84), CatFrames(4))
+    obs = {"in_keys": ["observation"]}  # the ALE frames' key; the default is "pixels"
+    return Compose(ToTensorImage(dtype=torch.uint8, **obs), GrayScale(**obs), Resize(84, 84, **obs),
+                   CatFrames(4, **obs))
 
 
 def _per_transform(label: str, env: TransformedEnv, steps: int = 300) -> list[dict]:

@@ -26,6 +26,8 @@ from rl_envs import (
 from ._image_refs import exact_bilinear, exact_luma
 from ._pixels import PixelEnv, ones_policy
 
+OBS = ["observation"]  # PixelEnv's key; the image transforms default to "pixels"
+
 
 def _fill(first: np.ndarray, n: int, axis: int, padding: str, value: float) -> list[np.ndarray]:
     if padding == "same":
@@ -139,7 +141,7 @@ def _transformed_pixels(seed):
 
 
 def test_catframes_on_gymnasium_cartpole():
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=3), CatFrames(4, -1, out_keys=["stack"]))
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=3), CatFrames(4, -1, OBS, ["stack"]))
     env.set_seed(0)
     data = env.rollout(60, break_when_any_done=False)
     assert data["next", "done"].any()  # random play ends CartPole episodes within 60 steps
@@ -149,7 +151,12 @@ def test_catframes_on_gymnasium_cartpole():
 
 
 def test_atari_like_pipeline_specs_and_dtype():
-    t = Compose(ToTensorImage(dtype=torch.uint8), GrayScale(), Resize(5, 4), CatFrames(4))
+    t = Compose(
+        ToTensorImage(dtype=torch.uint8, in_keys=OBS),
+        GrayScale(in_keys=OBS),
+        Resize(5, 4, in_keys=OBS),
+        CatFrames(4, in_keys=OBS),
+    )
     env = TransformedEnv(PixelEnv(3, (11, 9, 3), limit=2), t)
     spec = env.observation_spec["observation"]
     assert spec.shape == (3, 4, 5, 4) and spec.dtype == torch.uint8
@@ -166,7 +173,7 @@ def test_atari_pipeline_matches_exact_references_across_mid_batch_resets():
     # the raw RGB frames kept under "observation": each stacked frame is the exact
     # luma, then the exact bilinear resize, of the frame the env showed at that step
     t = Compose(
-        ToTensorImage(dtype=torch.uint8, out_keys=["pixels"]),
+        ToTensorImage(dtype=torch.uint8, out_keys=["pixels"], in_keys=OBS),
         GrayScale(in_keys=["pixels"]),
         Resize(7, 5, in_keys=["pixels"]),
         CatFrames(4, in_keys=["pixels"], out_keys=["stack"]),

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rl_envs import (
+    CatFrames,
     Compose,
     GrayScale,
     Resize,
@@ -20,6 +21,8 @@ from rl_envs import (
 
 from ._image_refs import exact_bilinear, exact_luma
 from ._pixels import PixelEnv, ones_policy
+
+OBS = ["observation"]  # PixelEnv's key; the image transforms default to "pixels"
 
 SETTINGS = settings(max_examples=15, deadline=None)
 
@@ -72,7 +75,9 @@ def both(data, key: str) -> list[np.ndarray]:
 @SETTINGS
 @given(n=st.integers(1, 4), h=st.integers(5, 9), w=st.integers(5, 9), c=st.sampled_from([1, 3, 4]))
 def test_to_tensor_image_matches_numpy(n, h, w, c):
-    env = TransformedEnv(PixelEnv(n, (h, w, c), limit=2), ToTensorImage(out_keys=["pixels"]))
+    env = TransformedEnv(
+        PixelEnv(n, (h, w, c), limit=2), ToTensorImage(out_keys=["pixels"], in_keys=OBS)
+    )
     assert env.observation_spec["pixels"].shape == (n, c, h, w)
     data = rollout(env)
     for raw, out in zip(both(data, "observation"), both(data, "pixels"), strict=True):
@@ -81,7 +86,7 @@ def test_to_tensor_image_matches_numpy(n, h, w, c):
 
 def test_to_tensor_image_keeps_uint8_and_grayscale_frames():
     env = TransformedEnv(
-        PixelEnv(3, (6, 5, 3)), ToTensorImage(dtype=torch.uint8, out_keys=["pixels"])
+        PixelEnv(3, (6, 5, 3)), ToTensorImage(dtype=torch.uint8, out_keys=["pixels"], in_keys=OBS)
     )
     spec = env.observation_spec["pixels"]
     assert spec.dtype == torch.uint8 and spec.shape == (3, 3, 6, 5) and spec.high.max() == 255
@@ -89,14 +94,14 @@ def test_to_tensor_image_keeps_uint8_and_grayscale_frames():
     for raw, out in zip(both(data, "observation"), both(data, "pixels"), strict=True):
         np.testing.assert_array_equal(out, ref_to_tensor(raw, scale=False))
     check_env_specs(env, steps=6)
-    hw = TransformedEnv(PixelEnv(2, (6, 5)), ToTensorImage())  # ALE grayscale: (H, W)
+    hw = TransformedEnv(PixelEnv(2, (6, 5)), ToTensorImage(in_keys=OBS))  # ALE grayscale: (H, W)
     assert hw.observation_spec["observation"].shape == (2, 1, 6, 5)
     check_env_specs(hw, steps=6)
 
 
 def test_layout_only_to_tensor_image_is_a_view_bound_once():
     # uint8 kept: the output is the permuted input leaf itself (no copy, no per-step work)
-    env = TransformedEnv(PixelEnv(2, (6, 5, 3)), ToTensorImage(dtype=torch.uint8))
+    env = TransformedEnv(PixelEnv(2, (6, 5, 3)), ToTensorImage(dtype=torch.uint8, in_keys=OBS))
     env.reset()
     root, nxt = env._own_buffers()
     base_root, base_next = env.base_env.buffers()
@@ -108,7 +113,7 @@ def test_layout_only_to_tensor_image_is_a_view_bound_once():
 
 def test_to_tensor_image_float_input_is_only_relaid():
     env = TransformedEnv(
-        PixelEnv(2, (6, 5, 3), dtype=torch.float32), ToTensorImage(out_keys=["pixels"])
+        PixelEnv(2, (6, 5, 3), dtype=torch.float32), ToTensorImage(out_keys=["pixels"], in_keys=OBS)
     )
     data = rollout(env)
     for raw, out in zip(both(data, "observation"), both(data, "pixels"), strict=True):
@@ -127,9 +132,10 @@ def test_to_tensor_image_float_input_is_only_relaid():
     uint8=st.booleans(),
 )
 def test_resize_bilinear_matches_numpy(n, h, w, oh, ow, uint8):
-    first = ToTensorImage(dtype=torch.uint8) if uint8 else ToTensorImage()
+    first = ToTensorImage(dtype=torch.uint8, in_keys=OBS) if uint8 else ToTensorImage(in_keys=OBS)
     env = TransformedEnv(
-        PixelEnv(n, (h, w, 3), limit=2), Compose(first, Resize(oh, ow, out_keys=["small"]))
+        PixelEnv(n, (h, w, 3), limit=2),
+        Compose(first, Resize(oh, ow, out_keys=["small"], in_keys=OBS)),
     )
     spec = env.observation_spec["small"]
     assert spec.shape == (n, 3, oh, ow) and spec.dtype == (torch.uint8 if uint8 else torch.float32)
@@ -146,20 +152,27 @@ def test_resize_bilinear_matches_numpy(n, h, w, oh, ow, uint8):
 @SETTINGS
 @given(h=st.integers(4, 30), w=st.integers(4, 30), oh=st.integers(2, 4), ow=st.integers(2, 4))
 def test_resize_antialias_matches_numpy(h, w, oh, ow):
-    t = Compose(ToTensorImage(), Resize(oh, ow, out_keys=["small"], antialias=True))
+    t = Compose(
+        ToTensorImage(in_keys=OBS), Resize(oh, ow, out_keys=["small"], antialias=True, in_keys=OBS)
+    )
     data = rollout(TransformedEnv(PixelEnv(2, (h, w, 1), limit=2), t), 4)
     for img, out in zip(both(data, "observation"), both(data, "small"), strict=True):
         np.testing.assert_allclose(out, ref_bilinear(img, oh, ow, antialias=True), atol=1e-5)
 
 
 def test_resize_names_follow_torchrl_and_other_modes():
-    env = TransformedEnv(PixelEnv(2, (12, 10, 3)), Compose(ToTensorImage(), Resize(4, 6)))
+    env = TransformedEnv(
+        PixelEnv(2, (12, 10, 3)), Compose(ToTensorImage(in_keys=OBS), Resize(4, 6, in_keys=OBS))
+    )
     assert env.observation_spec["observation"].shape == (2, 3, 4, 6)  # (w, h) = dims (-2, -1)
     check_env_specs(env, steps=6)
     for mode in ("nearest", "nearest-exact", "bicubic", "area"):
         env = TransformedEnv(
             PixelEnv(2, (12, 10, 3)),
-            Compose(ToTensorImage(dtype=torch.uint8), Resize(5, interpolation=mode)),
+            Compose(
+                ToTensorImage(dtype=torch.uint8, in_keys=OBS),
+                Resize(5, interpolation=mode, in_keys=OBS),
+            ),
         )
         assert env.observation_spec["observation"].shape == (2, 3, 5, 5)
         check_env_specs(env, steps=4)
@@ -169,8 +182,8 @@ def test_resize_names_follow_torchrl_and_other_modes():
 def test_resize_other_uint8_modes_round_float32_interpolation(mode):
     # only bilinear without antialiasing has the exact integer path; the rest: float32, rounded
     antialias = mode == "bilinear-antialias"
-    t = Resize(4, 3, mode.split("-")[0], out_keys=["small"], antialias=antialias)
-    chain = Compose(ToTensorImage(dtype=torch.uint8), t)
+    t = Resize(4, 3, mode.split("-")[0], out_keys=["small"], antialias=antialias, in_keys=OBS)
+    chain = Compose(ToTensorImage(dtype=torch.uint8, in_keys=OBS), t)
     env = TransformedEnv(PixelEnv(3, (11, 9, 3), limit=2), chain)
     data = rollout(env, 4)
     for img, out in zip(both(data, "observation"), both(data, "small"), strict=True):
@@ -184,9 +197,10 @@ def test_resize_other_uint8_modes_round_float32_interpolation(mode):
 @SETTINGS
 @given(n=st.integers(1, 4), h=st.integers(1, 7), w=st.integers(1, 7), uint8=st.booleans())
 def test_grayscale_matches_numpy(n, h, w, uint8):
-    first = ToTensorImage(dtype=torch.uint8) if uint8 else ToTensorImage()
+    first = ToTensorImage(dtype=torch.uint8, in_keys=OBS) if uint8 else ToTensorImage(in_keys=OBS)
     env = TransformedEnv(
-        PixelEnv(n, (h + 4, w + 4, 3), limit=2), Compose(first, GrayScale(out_keys=["gray"]))
+        PixelEnv(n, (h + 4, w + 4, 3), limit=2),
+        Compose(first, GrayScale(out_keys=["gray"], in_keys=OBS)),
     )
     assert env.observation_spec["gray"].shape == (n, 1, h + 4, w + 4)
     data = rollout(env, 5)
@@ -200,7 +214,11 @@ def test_grayscale_matches_numpy(n, h, w, uint8):
 
 
 def test_pixel_pipeline_specs_and_partial_reset():
-    t = Compose(ToTensorImage(dtype=torch.uint8), GrayScale(), Resize(4, 3))
+    t = Compose(
+        ToTensorImage(dtype=torch.uint8, in_keys=OBS),
+        GrayScale(in_keys=OBS),
+        Resize(4, 3, in_keys=OBS),
+    )
     env = TransformedEnv(PixelEnv(3, (9, 8, 3), limit=50), t)
     check_env_specs(env, steps=8)
     td = env.reset()
@@ -217,7 +235,9 @@ def test_pixel_pipeline_specs_and_partial_reset():
 
 def test_transformed_root_is_recomputed_only_where_done():
     # the root output is copied from "next" where not done: check the done rows differ
-    env = TransformedEnv(PixelEnv(3, (6, 5, 3), limit=1), ToTensorImage(out_keys=["pixels"]))
+    env = TransformedEnv(
+        PixelEnv(3, (6, 5, 3), limit=1), ToTensorImage(out_keys=["pixels"], in_keys=OBS)
+    )
     data = rollout(env, 4)
     done = data["next", "done"][..., 0]
     assert done[0].all()  # sub-env 0 ends every step: its next root is a reset frame
@@ -233,29 +253,45 @@ def test_image_transforms_reject_wrong_layout_and_dtype():
     with pytest.raises(
         SpecError, match=r"ToTensorImage: 'observation' must hold \(H, W, C\).*\(2, 3, 6, 5\)"
     ):
-        TransformedEnv(chw, ToTensorImage())
+        TransformedEnv(chw, ToTensorImage(in_keys=OBS))
     floats = PixelEnv(2, (6, 5, 3), dtype=torch.float32)
     with pytest.raises(SpecError, match="'observation' must be uint8, received torch.float32"):
-        TransformedEnv(floats, ToTensorImage(from_int=True))
+        TransformedEnv(floats, ToTensorImage(from_int=True, in_keys=OBS))
     with pytest.raises(SpecError, match="'observation' must be uint8, received torch.float32"):
-        TransformedEnv(floats, ToTensorImage(dtype=torch.uint8))
+        TransformedEnv(floats, ToTensorImage(dtype=torch.uint8, in_keys=OBS))
     hwc = PixelEnv(2, (6, 5, 3))
     with pytest.raises(
         SpecError,
         match=r"Resize: 'observation' must be channels-first.*\(2, 6, 5, 3\).*\(H, W, C\)",
     ):
-        TransformedEnv(hwc, Resize(4, 4))
+        TransformedEnv(hwc, Resize(4, 4, in_keys=OBS))
     with pytest.raises(
         SpecError,
         match=r"GrayScale: 'observation' must have 3 channels.*received shape \(2, 1, 6, 5\)",
     ):
-        TransformedEnv(PixelEnv(2, (6, 5, 1)), Compose(ToTensorImage(), GrayScale()))
+        TransformedEnv(
+            PixelEnv(2, (6, 5, 1)), Compose(ToTensorImage(in_keys=OBS), GrayScale(in_keys=OBS))
+        )
     with pytest.raises(SpecError, match="GrayScale: in_key 'pixels' is not an observation key"):
         TransformedEnv(hwc, GrayScale(in_keys=["pixels"]))
     with pytest.raises(
         SpecError, match=r"Resize: 'frame_id' must hold images of shape \(\.\.\., C, H, W\)"
     ):
         TransformedEnv(hwc, Resize(4, 4, in_keys=["frame_id"]))
+
+
+def test_image_transforms_default_to_torchrl_image_keys():
+    # TorchRL's IMAGE_KEYS: an env without "pixels" gets a message naming the key, the
+    # transform and the keys it has
+    for transform in (ToTensorImage(), GrayScale(), Resize(4), CatFrames(2)):
+        assert transform.in_keys == ["pixels"]
+        name = type(transform).__name__
+        with pytest.raises(
+            SpecError,
+            match=rf"{name}: in_key 'pixels' is not an observation key"
+            r".*\['observation', 'frame_id'\]",
+        ):
+            TransformedEnv(PixelEnv(2, (6, 5, 3)), transform)
 
 
 def test_image_transform_argument_errors():

@@ -78,7 +78,8 @@ def test_bad_dims_are_refused_with_the_argument() -> None:
     with pytest.raises(ValueError, match="permutation"):
         PermuteTransform((-1, -1), in_keys=["observation"])
     with pytest.raises(ValueError, match="in_keys"):
-        FlattenObservation(-2, -1)
+        FlattenObservation(-2, -1, in_keys=[])
+    assert FlattenObservation(-2, -1).in_keys == ["pixels"]  # TorchRL's IMAGE_KEYS
     spec = Composite(observation=Unbounded((2, 3, 4)), shape=(2,))
     positive = UnsqueezeTransform(0, allow_positive_dim=True, in_keys=["observation"])
     assert positive.transform_observation_spec(spec)["observation"].shape == (2, 1, 3, 4)

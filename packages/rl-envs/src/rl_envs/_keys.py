@@ -10,6 +10,7 @@ __all__ = [
     "IS_INIT",
     "NEXT",
     "OBSERVATION",
+    "PIXELS",
     "RESET",
     "REWARD",
     "STEP_COUNT",
@@ -19,6 +20,8 @@ __all__ = [
 
 OBSERVATION = "observation"
 """Default observation key (a non-``Dict`` gymnasium observation space)."""
+PIXELS = "pixels"
+"""Image observations (TorchRL's ``IMAGE_KEYS``): the default key of the image transforms."""
 ACTION = "action"
 """Action key, written at the root by the policy."""
 REWARD = "reward"

@@ -16,7 +16,7 @@ import torch
 from tensordict import TensorDictBase
 
 from rl_envs._composite import Composite
-from rl_envs._keys import DONE, OBSERVATION
+from rl_envs._keys import DONE, PIXELS
 from rl_envs._specs import Bounded, TensorSpec
 from rl_envs._transforms import Transform
 from rl_envs._transforms_lib import new_leaf
@@ -54,7 +54,7 @@ class CatFrames(Transform):
         N: number of frames.
         dim: the (negative) dim of the observation to concatenate along: ``-3`` for
             ``(C, H, W)`` images (the result is ``(N * C, H, W)``), ``-1`` for vectors.
-        in_keys: observation keys (default ``["observation"]``).
+        in_keys: observation keys (default ``["pixels"]``, TorchRL's ``IMAGE_KEYS``).
         out_keys: where the stacks go (default: in place of ``in_keys``).
         padding: ``"same"`` or ``"constant"``.
         padding_value: the fill of ``"constant"`` padding.
@@ -65,7 +65,8 @@ class CatFrames(Transform):
 
     Examples:
         >>> from rl_envs import GymEnv, TransformedEnv
-        >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), CatFrames(3, dim=-1))
+        >>> stack = CatFrames(3, dim=-1, in_keys=["observation"])
+        >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), stack)
         >>> env.observation_spec["observation"].shape
         torch.Size([2, 12])
         >>> obs = env.reset()["observation"]
@@ -93,7 +94,7 @@ class CatFrames(Transform):
             )
         if padding not in _PADDINGS:
             raise ValueError(f"CatFrames: padding must be one of {_PADDINGS}, received {padding!r}")
-        in_keys = key_list(in_keys, [OBSERVATION])
+        in_keys = key_list(in_keys, [PIXELS])
         out_keys = list(in_keys) if out_keys is None else key_list(out_keys, [])
         if len(out_keys) != len(in_keys):
             raise ValueError(

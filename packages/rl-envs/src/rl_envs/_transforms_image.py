@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from tensordict import TensorDictBase
 
 from rl_envs._image_kernels import bilinear_u8, luma_u8
-from rl_envs._keys import OBSERVATION
+from rl_envs._keys import PIXELS
 from rl_envs._specs import Bounded, TensorSpec
 from rl_envs._transforms_map import MapTransform, bounds_spec, event_shape, key_list, uniform_bounds
 from rl_envs.exceptions import SpecError
@@ -93,8 +93,7 @@ class ToTensorImage(MapTransform):
         from_int: divide by 255. Default (None): when the input dtype is an integer.
         dtype: output dtype (default ``torch.get_default_dtype()``); ``torch.uint8``
             keeps the values (the input must then be uint8).
-        in_keys: image keys (default ``["observation"]``, the key ``GymEnv`` gives ALE
-            frames; TorchRL's default is ``["pixels"]``).
+        in_keys: image keys (default ``["pixels"]``, TorchRL's ``IMAGE_KEYS``).
         out_keys: where the result goes (default: in place of ``in_keys``).
 
     Raises:
@@ -104,8 +103,8 @@ class ToTensorImage(MapTransform):
     Examples:
         >>> from rl_envs import Bounded, Composite
         >>> frames = Bounded(0, 255, (8, 210, 160, 3), dtype=torch.uint8)
-        >>> spec = Composite(observation=frames, shape=(8,))
-        >>> out = ToTensorImage().transform_observation_spec(spec)["observation"]
+        >>> spec = Composite(pixels=frames, shape=(8,))
+        >>> out = ToTensorImage().transform_observation_spec(spec)["pixels"]
         >>> tuple(out.shape), out.dtype, out.high.max().item()
         ((8, 3, 210, 160), torch.float32, 1.0)
     """
@@ -129,7 +128,7 @@ class ToTensorImage(MapTransform):
             raise ValueError(
                 "ToTensorImage: from_int=True scales to [0, 1], which dtype=torch.uint8 cannot hold"
             )
-        super().__init__(key_list(in_keys, [OBSERVATION]), out_keys)
+        super().__init__(key_list(in_keys, [PIXELS]), out_keys)
         self.from_int, self.dtype = from_int, dtype
         self._hw: dict[Any, bool] = {}
         self._scale: dict[Any, bool] = {}
@@ -185,7 +184,7 @@ class Resize(MapTransform):
         h: output size of dim -1 (default: ``w``).
         interpolation: an ``F.interpolate`` mode: ``"bilinear"`` (default, as TorchRL),
             ``"nearest"``, ``"nearest-exact"``, ``"bicubic"`` or ``"area"``.
-        in_keys: image keys (default ``["observation"]``).
+        in_keys: image keys (default ``["pixels"]``, TorchRL's ``IMAGE_KEYS``).
         out_keys: where the result goes (default: in place of ``in_keys``).
         antialias: ``F.interpolate``'s anti-aliasing (bilinear and bicubic only); off by
             default, as in ``F.interpolate``.
@@ -198,8 +197,8 @@ class Resize(MapTransform):
     Examples:
         >>> from rl_envs import Bounded, Composite
         >>> frames = Bounded(0, 255, (8, 1, 210, 160), dtype=torch.uint8)
-        >>> spec = Composite(observation=frames, shape=(8,))
-        >>> out = Resize(84, 84).transform_observation_spec(spec)["observation"]
+        >>> spec = Composite(pixels=frames, shape=(8,))
+        >>> out = Resize(84, 84).transform_observation_spec(spec)["pixels"]
         >>> tuple(out.shape), out.dtype
         ((8, 1, 84, 84), torch.uint8)
     """
@@ -228,7 +227,7 @@ class Resize(MapTransform):
             raise ValueError(
                 f"Resize: antialias needs bilinear or bicubic, received {interpolation!r}"
             )
-        super().__init__(key_list(in_keys, [OBSERVATION]), out_keys)
+        super().__init__(key_list(in_keys, [PIXELS]), out_keys)
         self.w, self.h, self.interpolation, self.antialias = w, h, interpolation, antialias
         self._clamp: dict[Any, tuple[Any, Any]] = {}
 
@@ -297,7 +296,7 @@ class GrayScale(MapTransform):
     (torchvision truncates; float32 arithmetic lands on either side of the exact ties).
 
     Args:
-        in_keys: image keys (default ``["observation"]``).
+        in_keys: image keys (default ``["pixels"]``, TorchRL's ``IMAGE_KEYS``).
         out_keys: where the result goes (default: in place of ``in_keys``).
 
     Raises:
@@ -306,15 +305,15 @@ class GrayScale(MapTransform):
 
     Examples:
         >>> from rl_envs import Bounded, Composite
-        >>> spec = Composite(observation=Bounded(0.0, 1.0, (8, 3, 84, 84)), shape=(8,))
-        >>> tuple(GrayScale().transform_observation_spec(spec)["observation"].shape)
+        >>> spec = Composite(pixels=Bounded(0.0, 1.0, (8, 3, 84, 84)), shape=(8,))
+        >>> tuple(GrayScale().transform_observation_spec(spec)["pixels"].shape)
         (8, 1, 84, 84)
     """
 
     obs_only = True
 
     def __init__(self, in_keys: Sequence[Any] | None = None, out_keys: Sequence[Any] | None = None):
-        super().__init__(key_list(in_keys, [OBSERVATION]), out_keys)
+        super().__init__(key_list(in_keys, [PIXELS]), out_keys)
 
     def _out_spec(self, key: Any, spec: TensorSpec, batch_ndim: int) -> TensorSpec:
         check_chw("GrayScale", key, spec, batch_ndim, channels=3)

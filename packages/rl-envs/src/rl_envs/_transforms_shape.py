@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from rl_envs._keys import PIXELS
 from rl_envs._specs import Bounded, TensorSpec
 from rl_envs._transforms_map import MapTransform, event_shape, key_list
 
@@ -151,16 +152,16 @@ class FlattenObservation(_ViewTransform):
     Args:
         first_dim: first dim flattened (negative: counted from the end).
         last_dim: last dim flattened.
-        in_keys: keys read.
+        in_keys: keys read (default ``["pixels"]``, TorchRL's ``IMAGE_KEYS``).
         out_keys: keys written (default: ``in_keys``).
         allow_positive_dim: accept dims ``>= 0``, counted from the first event dim.
 
     Raises:
-        ValueError: a dim ``>= 0`` without ``allow_positive_dim``, or no in_keys.
+        ValueError: a dim ``>= 0`` without ``allow_positive_dim``, or empty in_keys.
 
     Examples:
         >>> from rl_envs import Composite, Unbounded
-        >>> t = FlattenObservation(-3, -1, in_keys=["pixels"])
+        >>> t = FlattenObservation(-3, -1)
         >>> spec = Composite(pixels=Unbounded((2, 3, 8, 6)), shape=(2,))
         >>> t.transform_observation_spec(spec)["pixels"].shape
         torch.Size([2, 144])
@@ -176,7 +177,7 @@ class FlattenObservation(_ViewTransform):
     ) -> None:
         self.first_dim = _check_dim("FlattenObservation", first_dim, allow_positive_dim)
         self.last_dim = _check_dim("FlattenObservation", last_dim, allow_positive_dim)
-        super().__init__(in_keys, out_keys)
+        super().__init__([PIXELS] if in_keys is None else in_keys, out_keys)
 
     def _view(self, x: torch.Tensor, event_ndim: int) -> torch.Tensor:
         lead = x.ndim - event_ndim
