@@ -31,11 +31,11 @@ from rl_profiling._trace import (
     ProcessStats,
     RangeStats,
     TraceSummary,
-    load_trace_events,
     summarize_events,
     summarize_trace,
     summarize_traces,
 )
+from rl_profiling._trace_events import load_trace_events
 from rl_profiling.exceptions import TraceError
 
 __version__ = "0.1.0"
