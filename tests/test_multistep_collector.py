@@ -23,7 +23,7 @@ def test_multistep_postproc_on_a_real_collector_batch_matches_a_hand_written_ref
         expected = []
         for t in range(len(r)):
             total, k = 0.0, 0
-            while k <= 3 and t + k < len(r):
+            while k < 3 and t + k < len(r):
                 total += 0.9**k * float(r[t + k])
                 k += 1
                 if bool(d[t + k - 1]):
@@ -48,7 +48,7 @@ def test_multistep_postproc_on_a_real_collector_batch_matches_a_hand_written_ref
                      total_frames=120, postproc=postproc)
     via = next(iter(post))
     post.shutdown()
-    assert via["steps_to_next_obs"].shape == (*raw.batch_size, 1)
+    assert via["steps_to_next_obs"].shape == raw.batch_size
     torch.testing.assert_close(via["next", "original_reward"], seen[0]["next", "reward"])
     again = MultiStep(gamma=0.9, n_steps=3)(seen[0])  # in place, as TorchRL's
     torch.testing.assert_close(via["next", "reward"], again["next", "reward"])

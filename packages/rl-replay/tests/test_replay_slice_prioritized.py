@@ -54,16 +54,19 @@ def test_slices_stay_in_one_episode_and_starts_follow_the_priorities() -> None:
 
 
 def test_priority_weight_is_the_start_importance_weight() -> None:
-    rb = make(beta=0.5)
+    # TorchRL's rule, by hand: q = (p + eps) ** alpha, weight = (q_start / q_min) ** -beta,
+    # q_min over every stored step: here step 9, the last of episode 0, which cannot start
+    # a 4-step slice, so no sampled weight reaches 1
+    rb = make(alpha=0.7, beta=0.5)
     priority = torch.linspace(0.1, 3.0, 30)
+    priority[9] = 0.01
     rb.update_priority(torch.arange(30), priority)
     s = rb.sample().reshape(500, 4)
-    ok = eligible_starts()
-    p = torch.where(ok, priority.double(), 0.0)
-    p = p / p.sum()
-    want = (p[s["t"][:, 0]] / p[ok].min()) ** -0.5
+    q = (priority.double() + 1e-8) ** 0.7
+    want = (q[s["t"][:, 0]] / q[9]) ** -0.5
     torch.testing.assert_close(s[PRIORITY_WEIGHT][:, 0].double(), want, rtol=1e-5, atol=1e-6)
     assert (s[PRIORITY_WEIGHT] == s[PRIORITY_WEIGHT][:, :1]).all()
+    assert s[PRIORITY_WEIGHT].max() < 1.0
 
 
 def test_update_priority_from_a_sample_moves_the_starts() -> None:

@@ -26,24 +26,28 @@ class MultiStep(nn.Module):
     For each step ``t`` of a batch ``[*B, T]`` (time last), the reward becomes
 
     ``R_t = sum_{k=0}^{s_t - 1} gamma^k r_{t+k}``, with
-    ``s_t = min(n_steps + 1, steps to the end of t's episode, T - t)``
+    ``s_t = min(n_steps, steps to the end of t's episode, T - t)``
 
-    and every ``"next"`` entry (observation, done, terminated, truncated, ...) is taken
-    from step ``t + s_t - 1``, so ``("next", obs)`` is the observation ``s_t`` steps after
-    ``t``. The rewards of the next episode never leak into ``R_t``. As in TorchRL it writes
-    ``("next", "original_reward")`` (the 1-step reward), ``"steps_to_next_obs"`` (``s_t``),
-    ``"gamma"`` (``gamma ** s_t``, the discount of the bootstrap value) and
-    ``"nonterminal"`` (``not terminated`` at ``t + s_t - 1``: whether to bootstrap).
-    ``n_steps=0`` leaves rewards and ``"next"`` unchanged. Like TorchRL's, it sees one batch
-    only: the last ``n_steps`` steps of a batch are cut at the batch end (Sutton, 1988,
-    "Learning to predict by the methods of temporal differences").
+    (``n_steps`` rewards at most, as TorchRL's code counts them: ``n_steps=1`` keeps the
+    1-step reward) and every ``"next"`` entry (observation, done, terminated, truncated,
+    ...) is taken from step ``t + s_t - 1``, so ``("next", obs)`` is the observation
+    ``s_t`` steps after ``t``. The rewards of the next episode never leak into ``R_t``. As
+    in TorchRL it writes ``("next", "original_reward")`` (the 1-step reward) and, with the
+    batch's shape ``[*B, T]``, ``"steps_to_next_obs"`` (``s_t``), ``"gamma"``
+    (``gamma ** s_t``, the discount of the bootstrap value) and ``"nonterminal"``.
+    Two deliberate differences from TorchRL: the done keys move with the observation
+    (TorchRL keeps step ``t``'s, so a window that reaches a terminal state bootstraps from
+    it), and ``"nonterminal"`` is ``not terminated`` at ``t + s_t - 1``, whether to
+    bootstrap (TorchRL's is ``s_t > 1``). Like TorchRL's, it sees one batch only: the last
+    steps of a batch are cut at the batch end (Sutton, 1988, "Learning to predict by the
+    methods of temporal differences").
 
     Args:
-        gamma: the discount factor, in ``[0, 1]``.
-        n_steps: how many steps to look ahead beyond ``t`` (an int ``>= 0``).
+        gamma: the discount factor, in ``(0, 1]``.
+        n_steps: how many rewards to sum at most (an int ``>= 1``).
 
     Raises:
-        ValueError: ``gamma`` outside ``[0, 1]`` or ``n_steps`` not an int ``>= 0``.
+        ValueError: ``gamma`` outside ``(0, 1]`` or ``n_steps`` not an int ``>= 1``.
 
     Examples:
         >>> import torch
@@ -52,7 +56,7 @@ class MultiStep(nn.Module):
         >>> batch = TensorDict({"observation": torch.arange(5.).unsqueeze(-1), "next": {
         ...     "observation": torch.arange(1., 6.).unsqueeze(-1), "reward": torch.ones(5, 1),
         ...     "done": done, "terminated": done.clone()}}, batch_size=[5])
-        >>> out = MultiStep(gamma=0.5, n_steps=1)(batch)
+        >>> out = MultiStep(gamma=0.5, n_steps=2)(batch)
         >>> out["next", "reward"].squeeze(-1).tolist()
         [1.5, 1.5, 1.0, 1.5, 1.0]
         >>> out["steps_to_next_obs"].squeeze(-1).tolist()
@@ -63,10 +67,10 @@ class MultiStep(nn.Module):
 
     def __init__(self, gamma: float, n_steps: int) -> None:
         super().__init__()
-        if not isinstance(gamma, (int, float)) or not 0.0 <= float(gamma) <= 1.0:
-            raise ValueError(f"MultiStep: gamma must be a float in [0, 1], got {gamma!r}")
-        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
-            raise ValueError(f"MultiStep: n_steps must be an int >= 0, got {n_steps!r}")
+        if not isinstance(gamma, (int, float)) or not 0.0 < float(gamma) <= 1.0:
+            raise ValueError(f"MultiStep: gamma must be a float in (0, 1], got {gamma!r}")
+        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
+            raise ValueError(f"MultiStep: n_steps must be an int >= 1, got {n_steps!r}")
         self.gamma = float(gamma)
         self.n_steps = n_steps
 
@@ -90,7 +94,7 @@ class MultiStep(nn.Module):
         alive = torch.ones_like(done)
         total = torch.zeros_like(reward)
         steps = torch.zeros(batch_shape, dtype=torch.int64, device=done.device)
-        for k in range(self.n_steps + 1):
+        for k in range(self.n_steps):
             alive = alive & _shift(torch.ones_like(done), k, tdim, False)  # t + k < T
             mask = alive.reshape(*alive.shape, *[1] * (reward.ndim - alive.ndim))
             total = total + (self.gamma**k) * _shift(reward, k, tdim, 0.0) * mask
@@ -100,11 +104,10 @@ class MultiStep(nn.Module):
         nxt.set("original_reward", reward)
         nxt.set("reward", total)
         tensordict.set("next", nxt)
-        steps = steps.unsqueeze(-1)
-        tensordict.set("steps_to_next_obs", steps)
-        tensordict.set("gamma", torch.full_like(total, self.gamma).pow(steps))
+        tensordict.set("steps_to_next_obs", steps)  # [*B, T], as TorchRL's
+        tensordict.set("gamma", torch.full(batch_shape, self.gamma, device=steps.device).pow(steps))
         terminal = nxt.get("terminated", nxt.get("done"))
-        tensordict.set("nonterminal", ~terminal.reshape(*batch_shape, -1).any(-1, keepdim=True))
+        tensordict.set("nonterminal", ~terminal.reshape(*batch_shape, -1).any(-1))
         return tensordict
 
     @staticmethod

@@ -26,8 +26,10 @@ class PrioritizedSliceSampler(SliceSampler):
     starts at step ``i`` with probability ``q_i / sum(q)`` over the steps a slice can start
     from (with ``strict_length``: the steps at least ``slice_len - 1`` steps before their
     episode's end). The sample's ``"priority_weight"`` is the importance weight of each
-    slice's start, ``(P_i / P_min) ** -beta`` over those starts (the largest is 1),
-    repeated on the slice's steps. ``update_priority(index, priority)`` sets the
+    slice's start, ``(q_i / q_min) ** -beta`` with ``q_min`` the smallest priority of every
+    stored step, a possible start or not (TorchRL's rule: its min-tree covers the whole
+    storage, so the largest weight is 1 only when that step can start a slice), repeated
+    on the slice's steps. ``update_priority(index, priority)`` sets the
     priorities of stored steps (e.g. a slice's TD errors, as TorchRL).
 
     Args:
@@ -111,10 +113,11 @@ class PrioritizedSliceSampler(SliceSampler):
             )
         tree = self._priorities.tree
         flat = storage.valid_flat(ranks)
-        q = tree[flat.to(tree.device)].to(torch.float64).cpu() * can_start
+        stored = tree[flat.to(tree.device)].to(torch.float64).cpu()
+        q = stored * can_start
         start = torch.multinomial(q, count, replacement=True, generator=generator)
-        p = q / q.sum()
-        weight = (p[start] / p[can_start].min()).pow(-self.beta).to(torch.float32)
+        # TorchRL: (P_i / P_min) ** -beta, P_min over every stored step (starts or not)
+        weight = (stored[start] / stored.min()).pow(-self.beta).to(torch.float32)
         steps = torch.arange(length)
         n = room[start].clamp(max=length)
         keep = steps < n.unsqueeze(1)
