@@ -2,9 +2,10 @@
 
 Wiring (one place):
 
-- slots (``[num_envs, *B]`` TensorDicts, in shared memory for processes): each env is
-  bound to its row, so it steps straight into them; the server reads observations
-  from them and writes actions into them;
+- slots (``[num_envs, *B]`` TensorDicts, in shared memory for processes; built with the
+  probed policy and the frame templates in ``_async_setup``): each env is bound to its row,
+  so it steps straight into them; the server reads observations from them and writes
+  actions into them;
 - env workers (``_async_envs``): threads or spawned processes, one single env each;
 - the inference server (``_inference_server``), in a thread of this process: batches
   the waiting envs' requests into one policy forward and records frames into the
@@ -21,26 +22,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from rl_envs import FastPathEnv
 from rl_envs.processes import env_constructors
 from rl_profiling import record
 from tensordict import TensorDictBase
 
 from rl_collectors._async_args import check_async_args
 from rl_collectors._async_envs import ProcessEnvPool, ThreadEnvPool, make_env
+from rl_collectors._async_setup import frame_templates, make_envs, make_slots, probe_policy
 from rl_collectors._async_store import FrameStore, completed_trajectories
 from rl_collectors._base import BaseCollector
-from rl_collectors._inference_server import InferenceServer, flat
-from rl_collectors._keys import NEXT
-from rl_collectors._layout import nested
+from rl_collectors._inference_server import InferenceServer
 from rl_collectors._options import CollectorOptions
-from rl_collectors._policy import (
-    BatchedRandomPolicy,
-    exploration_context,
-    find_outputs,
-    policy_forward,
-    prepare_policy,
-)
+from rl_collectors._policy import exploration_context, policy_forward
 from rl_collectors._profiling import ProfilingMixin
 from rl_collectors.exceptions import CollectorClosedError, CollectorError, WorkerError
 from rl_collectors.weight_sync import bind_updater
@@ -164,13 +157,15 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
     def _setup(
         self, fns: list, policy: Any, min_bs: int, server_timeout: float, filter_warnings: bool
     ) -> None:
-        envs = self._make_envs(fns) if self.backend == "threading" else None
+        envs = make_envs(fns) if self.backend == "threading" else None
         template = envs[0] if envs else make_env(fns[0])
         try:
-            slots = self._make_slots(template)
+            slots = make_slots(template, self.num_envs)
             self.action_key = template.action_key
             self._source_policy = policy
-            self.policy = self._make_policy(policy, template, slots)
+            self.policy, self.out_keys, probe = probe_policy(
+                policy, template, slots, self.options, self.policy_device
+            )
         except BaseException:
             for env in envs or [template]:
                 env.close()
@@ -185,7 +180,7 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
         self._state["pool"] = pool
         self.weight_updater = bind_updater(self.options.weight_updater, self.policy, policy)
         forward = policy_forward(self.policy, self.options, self.policy_device)
-        root, nxt = self._frame_templates(slots)
+        root, nxt = frame_templates(slots, self.out_keys, probe)
         store = FrameStore(root, nxt, self.frames_per_batch, self.num_envs)
         self._server = InferenceServer(
             pool,
@@ -204,67 +199,6 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
         thread = threading.Thread(target=self._server_main, name="rl-inference-server", daemon=True)
         self._state["thread"] = thread
         thread.start()
-
-    @staticmethod
-    def _make_envs(fns: list) -> list[Any]:
-        """Build every env here (threading backend); close the built ones if one fails."""
-        envs: list[Any] = []
-        try:
-            for fn in fns:
-                envs.append(make_env(fn))
-        except BaseException:
-            for env in envs:
-                env.close()
-            raise
-        return envs
-
-    def _make_slots(self, env: FastPathEnv) -> tuple[TensorDictBase, TensorDictBase, torch.Tensor]:
-        if len(env.action_keys) != 1:
-            raise ValueError(
-                f"create_env_fn: expected an env with one action key, got {env.action_keys}"
-            )
-        root, nxt = env.buffers()
-        n = self.num_envs
-
-        def stack(td: TensorDictBase) -> TensorDictBase:
-            return td.unsqueeze(0).expand(n, *td.batch_size).clone()
-
-        action = env.full_action_spec.zero().get(env.action_key)
-        return stack(root), stack(nxt), action.unsqueeze(0).expand(n, *action.shape).clone()
-
-    def _make_policy(self, policy: Any, env: Any, slots: tuple) -> Any:
-        """Prepare the policy and probe it once on one env's input."""
-        action = slots[2]
-        act_shape = action.shape[1 + len(env.batch_size) :]
-        if policy is None:
-            prepared: Any = BatchedRandomPolicy(env.action_spec, self.action_key, act_shape)
-        else:
-            prepared = prepare_policy(policy, env, self.policy_device)
-        probe = flat(slots[0], self.num_envs)[:1].clone().to(self.policy_device)
-        opts = self.options
-        self.out_keys = find_outputs(
-            prepared, probe, [self.action_key], opts.interaction, opts.trust_policy
-        )
-        if any(k[0] == NEXT for k in self.out_keys):
-            raise CollectorError(
-                f"policy: writes keys under 'next' {self.out_keys} (recurrent state), "
-                "not supported here"
-            )
-        out = probe.get(nested(self.action_key))
-        if out.dtype != action.dtype or tuple(out.shape[1:]) != tuple(act_shape):
-            raise CollectorError(
-                f"policy: expected the action {self.action_key!r} as {action.dtype} "
-                f"of shape [k, *{tuple(act_shape)}] "
-                f"for k envs, got {out.dtype} of shape {tuple(out.shape)}"
-            )
-        self._probe = probe.select(*self.out_keys).to("cpu")
-        return prepared
-
-    def _frame_templates(self, slots: tuple) -> tuple[TensorDictBase, TensorDictBase]:
-        root = flat(slots[0], self.num_envs)[0].clone()
-        for key in self.out_keys:
-            root.set(key, self._probe.get(key)[0].clone())
-        return root, flat(slots[1], self.num_envs)[0].clone()
 
     def _locked(self, forward: Any) -> Any:
         lock = self._lock
@@ -405,7 +339,6 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
         self._closed = True
         self._finalizer()
         self._stop_profiling()
-
 
     def __repr__(self) -> str:
         return (
