@@ -191,6 +191,7 @@ def test_python_blocks_run(page: Path, tmp_path: Path):
     blocks = [dict(b, page=rel) for b in python_blocks(page) if b["no_run"] is None]
     env = {k: v for k, v in os.environ.items() if k != "RL_PROFILING"}
     env["PYTHONPATH"] = ""
+    env["TMPDIR"] = str(tmp_path)  # a block's tempfile.mkdtemp() too (pytest cleans these)
     proc = subprocess.Popen(
         [sys.executable, "-c", RUNNER],
         cwd=tmp_path,  # files a block writes land in the test's temp dir
