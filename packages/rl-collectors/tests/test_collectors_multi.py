@@ -145,11 +145,11 @@ def test_policy_raising_in_worker_names_worker_with_traceback(helpers) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_killed_worker_and_bad_env_are_reported(helpers) -> None:
+def test_killed_worker_and_bad_env_are_reported(helpers, kill_by_design) -> None:
     before = {c.pid for c in children()}
     collector = MultiSyncCollector([partial(helpers.make_cartpole, 2)], frames_per_batch=8, **START)
     victim = psutil.Process(collector.map_fn("os.getpid", [()])[0])
-    victim.kill()
+    kill_by_design(victim.pid)  # and its multiprocessing temp dir (it shared its batch's fds)
     victim.wait(10)
     with pytest.raises(WorkerError, match="worker 0.*(died|send)"):
         next(iter(collector))

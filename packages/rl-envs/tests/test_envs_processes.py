@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import multiprocessing
+import multiprocessing.util
 import os
 import pickle
 import subprocess
@@ -164,8 +165,14 @@ def broken_env():
 @pytest.mark.timeout(300)
 def test_parallel_env_runs_lambdas_and_reports_a_raising_factory():
     env_id = "CartPole-v1"
+    temp = multiprocessing.util.get_temp_dir()  # this process's own (it shares the buffers)
+    before = set(os.listdir(os.path.dirname(temp)))
     with ParallelEnv(2, lambda: GymEnv(env_id)) as env:
         assert env.rollout(3).shape == (2, 3)
+    # the workers end with os._exit, skipping multiprocessing's exit handlers: they must
+    # leave no resource-sharer temp dir (they did when they sent their specs' tensors as fds)
+    left = set(os.listdir(os.path.dirname(temp))) - before
+    assert not [name for name in left if name.startswith("pymp-")], left
     with pytest.raises(WorkerError) as info:
         ParallelEnv(2, broken_env)
     first_line = str(info.value).splitlines()[0]

@@ -45,7 +45,8 @@ def test_normalised_observations_are_standard(pendulum):
 @pytest.mark.parametrize(("kwargs", "name"), [
     ({"reduce_dim": -1}, "reduce_dim"),
     ({"reduce_dim": 1, "cat_dim": 1}, "reduce_dim"),
-    ({"reduce_dim": (0, 1, 2)}, "reduce_dim"),
+    ({"reduce_dim": (0, 1, 3)}, "reduce_dim"),
+    ({"reduce_dim": (0, 1), "keep_dims": (2,)}, "keep_dims"),
     ({"reduce_dim": (0, 1), "cat_dim": 2}, "cat_dim"),
     ({"num_iter": 0}, "num_iter"),
 ])
@@ -70,3 +71,20 @@ def test_a_key_not_in_the_spec_is_named(pendulum, key):
     with pytest.raises(ValueError, match=r"init_stats: key: .*observation_spec.*'observation'"):
         pendulum.transform[0].init_stats(5, key=key)
     assert not pendulum.transform[0].initialized
+
+
+def test_keep_dims_and_observation_dims_follow_torchrl():
+    # TorchRL's dqn_with_rnn call: reduce_dim=[0, 1, 2], keep_dims=[0] on [T, C, H, W]
+    # frames: mean over time, C and H kept as [1, W] (TorchRL squeezes the reduced dims not
+    # kept, from the left); here on Pendulum's [N, T, 3] rollout with the obs dim reduced
+    env = TransformedEnv(GymEnv("Pendulum-v1", num_envs=2), ObservationNorm(standard_normal=True))
+    try:
+        env.set_seed(0)
+        env.transform[0].init_stats(50, reduce_dim=(0, 1, 2), cat_dim=0, keep_dims=(0, 2))
+        env.base_env.set_seed(0)
+        raw = env.base_env.rollout(50, break_when_any_done=False)["observation"].double()
+        assert env.transform[0].loc.shape == (1, 1)
+        torch.testing.assert_close(env.transform[0].loc, raw.mean().reshape(1, 1).float())
+        torch.testing.assert_close(env.transform[0].scale, raw.std().reshape(1, 1).float())
+    finally:
+        env.close()

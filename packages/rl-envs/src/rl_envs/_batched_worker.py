@@ -186,6 +186,9 @@ def worker_main(
 
     Ends with ``os._exit`` once the env and the pipe are closed: the interpreter's own
     teardown (seconds with torch loaded on a busy machine) would only delay ``close()``.
+    So nothing here may need that teardown: every answer is pickled by value (no shared
+    file descriptors, whose ``multiprocessing`` resource sharer leaves a ``pymp-*`` temp dir
+    and socket behind a process that skips it).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when we stop
     code = 0
@@ -207,7 +210,10 @@ def _serve(
     env = None
     try:
         env = create_env_fn.load()(**kwargs.load())
-        conn.send(("ok", env_meta(env)))
+        # by value, like every answer: torch's file-descriptor sharing would start
+        # multiprocessing's resource sharer here, whose socket and temp dir only the
+        # interpreter's exit removes, which ``os._exit`` skips
+        conn.send_bytes(pickle.dumps(("ok", env_meta(env))))
     except Exception:
         conn.send(("error", traceback.format_exc()))
         if env is not None:

@@ -17,6 +17,7 @@ from tensordict import TensorDictBase
 
 from rl_envs._composite import Composite
 from rl_envs._keys import DONE, OBSERVATION
+from rl_envs._obs_norm_stats import StatDims
 from rl_envs._specs import Bounded, TensorSpec, Unbounded
 from rl_envs._transforms import Transform
 from rl_envs._transforms_lib import new_leaf
@@ -190,22 +191,6 @@ class TensorDictPrimer(Transform):
         return None
 
 
-def _check_sample_dims(reduce_dim: Any, cat_dim: Any, sample_dims: int) -> None:
-    """Accept TorchRL's ``reduce_dim`` / ``cat_dim`` when they name leading sample dims."""
-    dims = (reduce_dim,) if isinstance(reduce_dim, int) else tuple(reduce_dim)
-    if (not dims or not all(isinstance(d, int) for d in dims)
-            or sorted(dims) != list(range(len(dims))) or len(dims) > sample_dims):
-        raise ValueError(
-            f"init_stats: reduce_dim: expected 0 or leading sample dims such as (0, 1) (at most "
-            f"{sample_dims}: env and time; the statistics are per observation element), "
-            f"got {reduce_dim!r}"
-        )
-    if not isinstance(cat_dim, int) or cat_dim not in dims:
-        raise ValueError(
-            f"init_stats: cat_dim: expected one of reduce_dim={reduce_dim!r}, got {cat_dim!r}"
-        )
-
-
 class ObservationNorm(Transform):
     """Affine normalisation: ``obs * scale + loc`` (or ``(obs - loc) / scale`` when
     ``standard_normal``), with statistics from :meth:`init_stats`.
@@ -249,7 +234,7 @@ class ObservationNorm(Transform):
         return self.loc is not None and self.scale is not None
 
     def init_stats(self, num_iter: int, reduce_dim: int | Sequence[int] = 0, cat_dim: int = 0,
-                   key: Any = None) -> None:
+                   key: Any = None, keep_dims: Sequence[int] | None = None) -> None:
         """Estimate loc/scale from ``num_iter`` random-action steps of the parent env.
 
         TorchRL's method and arguments. The parent (the env below this transform) runs
@@ -267,6 +252,9 @@ class ObservationNorm(Transform):
             cat_dim: TorchRL's dim the collected batches are concatenated along; one of
                 ``reduce_dim``.
             key: the entry to read (default: the first of ``in_keys``).
+            keep_dims: TorchRL's dims of ``reduce_dim`` kept as size 1 in ``loc`` /
+                ``scale``; ``reduce_dim`` may then also name observation dims (e.g.
+                ``reduce_dim=[0, 1, 2], keep_dims=[0]`` on ``[T, C, H, W]`` frames).
 
         Raises:
             RuntimeError: the transform is not attached to an env.
@@ -281,7 +269,6 @@ class ObservationNorm(Transform):
             )
         if not isinstance(num_iter, int) or num_iter < 1:
             raise ValueError(f"init_stats: num_iter: expected a positive int, got {num_iter!r}")
-        _check_sample_dims(reduce_dim, cat_dim, len(parent.batch_size) + 1)
         key = self.in_keys[0] if key is None else key
         known = list(parent.observation_spec.keys(True, True))
         if _unravel(key) not in {_unravel(k) for k in known}:
@@ -289,10 +276,12 @@ class ObservationNorm(Transform):
                 f"init_stats: key: expected an entry of the parent env's observation_spec "
                 f"({', '.join(map(repr, known))}), got {key!r}"
             )
+        nb = len(parent.batch_size)
+        event = len(parent.observation_spec[key].shape) - nb
+        dims = StatDims(reduce_dim, cat_dim, keep_dims, sample_dims=nb + 1, event_dims=event)
         data = parent.rollout(num_iter, break_when_any_done=False)
-        obs = data.get(key).to(torch.float64)
-        dims = tuple(range(data.batch_dims))
-        loc, scale = obs.mean(dims), obs.std(dims).clamp_min(self.eps)
+        loc, scale = dims.stats(data.get(key).to(torch.float64))
+        scale = scale.clamp_min(self.eps)
         if not self.standard_normal:
             scale = 1.0 / scale
             loc = -loc * scale
