@@ -46,6 +46,7 @@ class _Hygiene:
 
     def __init__(self) -> None:
         root = tempfile.gettempdir()
+        _remove_stale(Path(root))
         self.private = Path(tempfile.mkdtemp(prefix=f"rl-pytest-{os.getpid()}-", dir=root))
         user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
         os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", root)
@@ -115,6 +116,21 @@ class _Hygiene:
         else:
             shutil.rmtree(self.private, ignore_errors=True)
         return lines
+
+
+def _remove_stale(root: Path) -> None:
+    """Remove the private dirs of sessions that were killed before their end (their pid,
+    in the name, is gone): nothing else would."""
+    for path in root.glob("rl-pytest-*-*"):
+        pid = path.name.split("-")[2]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive, another user's
+            continue
 
 
 def _listdir(path: Path) -> set[str]:
