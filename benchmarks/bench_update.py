@@ -7,8 +7,10 @@ has four variants, timed interleaved in one process on one thread, fresh batches
 call: plain eager, plain compiled (one ``torch.compile``d function), ours eager and ours
 compiled (``make_update_step(compile=True)``). Printed: the median microseconds per
 update, the spread over rounds, and the ratios the targets name (ours eager / plain
-eager, ours compiled / plain eager, ours compiled / plain compiled); for SAC also the
-floor: the step's GEMMs alone, timed. Compiling takes tens of seconds per variant on a
+eager, ours compiled / plain eager, ours compiled / plain compiled), each target ratio
+with its bound and whether it is met (``targets``); for SAC also the floor: the GEMMs
+the step cannot avoid, alone, timed (``floor_gemms_us``, ``over_floor``). The last line
+gives the whole run's seconds. Compiling takes tens of seconds per variant on a
 loaded CPU; full figures need an idle machine.
 
     uv run python benchmarks/bench_update.py [--rounds 15] [--calls 50] [--backend inductor]
@@ -30,6 +32,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import update_rows  # noqa: E402
 
 VARIANTS = ("plain_eager", "plain_compiled", "ours_eager", "ours_compiled")
+TARGETS = {  # issue 40's targets: the ratio, and the most it may be
+    "ppo_cartpole": {"ours_eager/plain_eager": 1.15, "ours_compiled/plain_eager": 0.7},
+    "sac": {"ours_compiled/plain_compiled": 1.05},
+}
 
 
 def _variants(name: str, compile_kwargs: dict) -> tuple[dict, callable]:
@@ -42,14 +48,23 @@ def _variants(name: str, compile_kwargs: dict) -> tuple[dict, callable]:
 
 
 def sac_gemms(batch: int = 256) -> list[tuple[int, int, int]]:
-    """``(m, k, n)`` of the GEMMs in one SAC step: forwards, and two per layer backwards."""
+    """``(m, k, n)`` of the GEMMs one SAC step cannot avoid: the forwards, and in the
+    backward a weight gradient per layer whose weights learn from that pass and an input
+    gradient per layer that has something to pass it to (not the first layer on data)."""
     actor = [(17, 256), (256, 256), (256, 12)]
     critic = [(23, 256), (256, 256), (256, 1)]
     fwd = actor * 2 + critic * 6  # actor on obs and next obs; 2 critics x 3 inputs
-    bwd = actor + critic * 4  # the actor once; 2 critics on data and on the actor's action
     out = [(batch, k, n) for k, n in fwd]
-    for k, n in bwd:
-        out += [(batch, n, k), (k, batch, n)]  # grad input, grad weight
+
+    def grad_input(layers):
+        return [(batch, n, k) for k, n in layers]
+
+    def grad_weight(layers):
+        return [(k, batch, n) for k, n in layers]
+
+    out += grad_weight(actor) + grad_input(actor[1:])  # the actor, on obs
+    out += (grad_weight(critic) + grad_input(critic[1:])) * 2  # 2 critics on data
+    out += grad_input(critic) * 2  # 2 frozen critics on the actor's action
     return out
 
 
@@ -90,6 +105,8 @@ def bench(name: str, rounds: int, calls: int, compile_kwargs: dict) -> dict:
            "ours_compiled/plain_eager": round(med["ours_compiled"] / med["plain_eager"], 3),
            "ours_compiled/plain_compiled": round(
                med["ours_compiled"] / med["plain_compiled"], 3)}
+    row["targets"] = {k: {"ratio": row[k], "at_most": v, "met": row[k] <= v}
+                      for k, v in TARGETS.get(name, {}).items()}
     if name == "sac":
         floor = floor_us(sac_gemms(update_rows.SIZES["sac"][2]))
         row["floor_gemms_us"] = round(floor, 1)
@@ -106,11 +123,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     torch.distributions.Distribution.set_default_validate_args(False)
-    rows = []
+    rows, start = [], time.perf_counter()
     for name in args.rows.split(","):
         row = bench(name, args.rounds, args.calls, {"backend": args.backend})
         print(json.dumps(row), flush=True)
         rows.append(row)
+    print(json.dumps({"total_seconds": round(time.perf_counter() - start, 1),
+                      "load_avg_1min_end": round(os.getloadavg()[0], 2)}), flush=True)
     return rows
 
 

@@ -11,8 +11,13 @@ function). Rows (sizes as the reference scripts):
 - ``ppo_continuous``: 64x64 tanh actor and critic, HalfCheetah's 17 -> 6.
 - ``sac``: 256x256 ReLU actor (TanhNormal) and twin critics, 17 -> 6, one Adam over
   critics, actor and temperature, target critics moved by a foreach lerp.
+  The actor's loss runs the critics on detached parameters (LeanRL's
+  ``qnet_params.data``), as ``SACLoss`` does: with one Adam over everything, running
+  them on their live parameters would also train the critics on the actor's loss, and
+  cost the critics' weight gradients of that pass.
 - ``td3``: 256x256 actor (tanh) and twin critics, target actor and critics, target
-  policy smoothing; needs ``rl_objectives.TD3Loss`` (skipped where absent).
+  policy smoothing, the actor's loss on the first critic's detached parameters; needs
+  ``rl_objectives.TD3Loss`` (skipped where absent).
 
 Batches are synthetic tensors of the real shapes and dtypes (no environment runs here):
 the benchmarks time the learner, which is what compiling and CUDA graphs change.
@@ -227,6 +232,17 @@ class _Q(nn.Module):
         return self.net(torch.cat([observation, action], -1))
 
 
+def _frozen(net: nn.Module) -> Callable:
+    """``net`` run on its parameters detached (LeanRL's ``qnet_params.data``): the actor's
+    loss moves the actor only, so the critics' weight gradients are not computed there."""
+
+    def call(x):
+        params = {k: v.detach() for k, v in net.named_parameters()}
+        return torch.func.functional_call(net, params, (x,))
+
+    return call
+
+
 def _plain_sac(actor, q1, q2, log_alpha, opt, targets, onlines, gamma=0.99, tau=0.005):
     q1_t, q2_t = (_clone(q)[0] for q in (q1, q2))
     for p in (*q1_t.parameters(), *q2_t.parameters()):
@@ -234,6 +250,7 @@ def _plain_sac(actor, q1, q2, log_alpha, opt, targets, onlines, gamma=0.99, tau=
     targets.extend([*q1_t.parameters(), *q2_t.parameters()])
     onlines.extend([*q1.parameters(), *q2.parameters()])
     target_entropy = -6.0
+    q1_frozen, q2_frozen = _frozen(q1), _frozen(q2)
 
     def act(obs):
         loc, log_std = actor(obs).chunk(2, -1)
@@ -257,7 +274,8 @@ def _plain_sac(actor, q1, q2, log_alpha, opt, targets, onlines, gamma=0.99, tau=
         q_loss = (q1(cat) - y).pow(2).mean() + (q2(cat) - y).pow(2).mean()
         a, logp = act(obs)
         cat_pi = torch.cat([obs, a], -1)
-        actor_loss = (alpha.detach() * logp - torch.min(q1(cat_pi), q2(cat_pi))).mean()
+        actor_loss = (alpha.detach() * logp - torch.min(q1_frozen(cat_pi),
+                                                         q2_frozen(cat_pi))).mean()
         alpha_loss = -(log_alpha * (logp.detach() + target_entropy)).mean()
         (q_loss + actor_loss + alpha_loss).backward()
         opt.step()
@@ -301,6 +319,7 @@ def _plain_td3(actor, q1, q2, opt, gamma=0.99, tau=0.005, noise=0.2, noise_clip=
     onlines = [p for m in (actor, q1, q2) for p in m.parameters()]
     for p in targets:
         p.requires_grad_(False)
+    q1_frozen = _frozen(q1)
 
     def update(td):
         opt.zero_grad(set_to_none=True)
@@ -313,7 +332,7 @@ def _plain_td3(actor, q1, q2, opt, gamma=0.99, tau=0.005, noise=0.2, noise_clip=
                 q1_t(cat2), q2_t(cat2))
         cat = torch.cat([obs, td["action"]], -1)
         q_loss = (q1(cat) - y).pow(2).mean() + (q2(cat) - y).pow(2).mean()
-        actor_loss = -q1(torch.cat([obs, actor(obs).tanh()], -1)).mean()
+        actor_loss = -q1_frozen(torch.cat([obs, actor(obs).tanh()], -1)).mean()
         (q_loss + actor_loss).backward()
         opt.step()
         with torch.no_grad():

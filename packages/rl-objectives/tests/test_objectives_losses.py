@@ -248,6 +248,28 @@ def test_clip_fraction_and_on_policy_ratio():
     torch.testing.assert_close(out["kl_approx"], torch.tensor(0.0))
 
 
+@pytest.mark.parametrize("shift", [0.0, 60.0])  # 60: r^2 overflows float32, r does not
+def test_ess_and_kl_approx_match_the_logsumexp_reference(shift):
+    # off-policy weights: the diagnostics, computed from the ratio the objective has,
+    # equal the float64 log-sum-exp forms (ESS over N, E[r - 1 - log r])
+    actor, critic = _actor(), _critic()
+    td = _rollout()
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        log_prob = actor.get_dist(td).log_prob(td["action"]).sum(-1)
+    log_weight = torch.randn(log_prob.shape, generator=g) * 1.5
+    log_weight[0, 0] += shift
+    td["sample_log_prob"] = log_prob - log_weight
+    out = ClipPPOLoss(actor, critic)(td)
+    lw = (log_prob - td["sample_log_prob"]).double().flatten()
+    ess = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp() / lw.numel()
+    torch.testing.assert_close(out["ESS"].double(), ess, rtol=1e-4, atol=1e-6)
+    if shift == 0.0:
+        kl = (lw.exp() - 1 - lw).mean()
+        torch.testing.assert_close(out["kl_approx"].double(), kl, rtol=1e-4, atol=1e-6)
+    assert 0.0 < out["ESS"].item() <= 1.0
+
+
 def test_ppo_missing_key_error_names_the_key():
     td = _rollout().exclude("sample_log_prob")
     with pytest.raises(MissingKeyError, match="sample_log_prob"):

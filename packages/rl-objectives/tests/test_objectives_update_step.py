@@ -270,6 +270,25 @@ def test_no_recompile_in_steady_state_and_one_per_new_shape(caplog):
     assert len(said) == 1 and "recompiled" in said[0] and "batch_size [32]" in said[0]
 
 
+def test_compiled_step_traces_the_loss_inside_its_own_frame():
+    # the step's frame is traced through the loss up to backward's graph break (as a
+    # hand-written step); Optimizer.zero_grad's break first thing had left a resume frame
+    # Dynamo skipped, and the loss's forward was then compiled as a frame of its own
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    torch._dynamo.reset()
+    counters.clear()
+    loss = ClipPPOLoss(_gaussian_actor(), _critic())
+    step = make_update_step(loss, torch.optim.Adam(loss.parameters()), max_grad_norm=0.5,
+                            compile={"backend": "eager", "warmup": 1})
+    for seed in range(3):
+        step(_batch(seed))
+    assert _debug_get_cache_entry_list(type(loss).forward.__code__) == []
+    assert _debug_get_cache_entry_list(step._update.__code__) != []
+    breaks = " ".join(counters["graph_break"])
+    assert "zero_grad" not in breaks and "backward" in breaks, breaks
+
+
 def test_bad_arguments_are_named():
     loss = ClipPPOLoss(_gaussian_actor(), _critic())
     opt = torch.optim.Adam(loss.parameters())

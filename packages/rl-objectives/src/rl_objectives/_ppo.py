@@ -56,14 +56,21 @@ class PPOLoss(ActorCriticLoss):
         return advantage, log_weight, dist
 
     @staticmethod
-    def _diagnostics(log_weight: torch.Tensor) -> dict[str, torch.Tensor]:
-        lw = log_weight.detach().flatten()
-        ess = (2 * lw.logsumexp(0) - (2 * lw).logsumexp(0)).exp() / lw.numel()
-        kl_approx = (lw.exp() - 1 - lw).mean()
-        return {"ESS": ess, "kl_approx": kl_approx}
+    def _diagnostics(log_weight: torch.Tensor, ratio: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``ESS`` and ``kl_approx`` from the ratio the objective already computed.
 
-    def _objective(self, advantage, log_weight) -> dict[str, torch.Tensor]:
-        return {"loss_objective": -(log_weight.exp() * advantage).mean()}
+        ``ESS = (sum_i r_i)^2 / (N sum_i r_i^2)``, computed on ``r / max(r)`` (the same
+        value, and no overflow of ``r^2`` while ``r`` itself is finite) instead of two
+        ``logsumexp`` over the log-weights; ``kl_approx = mean(r - 1 - log r)``. On
+        detached tensors: no autograd graph is recorded for them.
+        """
+        lw, r = log_weight.detach().flatten(), ratio.detach().flatten()
+        scaled = r / r.amax()
+        ess = scaled.sum().square() / (scaled.square().sum() * lw.numel())
+        return {"ESS": ess, "kl_approx": (r - 1 - lw).mean()}
+
+    def _objective(self, advantage, log_weight, ratio) -> dict[str, torch.Tensor]:
+        return {"loss_objective": -(ratio * advantage).mean()}
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """Compute the loss terms.
@@ -80,8 +87,9 @@ class PPOLoss(ActorCriticLoss):
         """
         tensordict = tensordict.copy()
         advantage, log_weight, dist = self._ratio_terms(tensordict)
-        out = self._objective(advantage, log_weight)
-        out.update(self._diagnostics(log_weight))
+        ratio = log_weight.exp()  # once: the objective and the diagnostics share it
+        out = self._objective(advantage, log_weight, ratio)
+        out.update(self._diagnostics(log_weight, ratio))
         out.update(self._common_terms(tensordict, dist, advantage))
         return TensorDict(out, batch_size=[])
 
@@ -118,8 +126,7 @@ class ClipPPOLoss(PPOLoss):
             raise ValueError(f"clip_epsilon must be in (0, 1), got {clip_epsilon}")
         self.clip_epsilon = clip_epsilon
 
-    def _objective(self, advantage, log_weight):
-        ratio = log_weight.exp()
+    def _objective(self, advantage, log_weight, ratio):
         eps = self.clip_epsilon
         gain = torch.minimum(ratio * advantage, ratio.clamp(1 - eps, 1 + eps) * advantage)
         clipped = ((ratio.detach() - 1).abs() > eps).to(ratio.dtype).mean()
@@ -165,8 +172,7 @@ class KLPENPPOLoss(PPOLoss):
         self.dtarg, self.increment, self.decrement = dtarg, increment, decrement
         self.register_buffer("beta", torch.tensor(float(beta)))
 
-    def _objective(self, advantage, log_weight):
-        ratio = log_weight.exp()
+    def _objective(self, advantage, log_weight, ratio):
         kl = (ratio - 1 - log_weight).mean()
         # The value used here, as a tensor of its own: the buffer adapts in place below.
         # cumsum (an identity on one element) rather than clone: AOT autograd may

@@ -103,13 +103,25 @@ class UpdateStep:
         self._fn = fn
 
     def _update(self, tensordict: TensorDictBase) -> TensorDictBase:
-        self.optimizer.zero_grad(set_to_none=True)  # first, as LeanRL: captured with the rest
+        self._zero_grad()  # first, as LeanRL: captured with the rest
         out = self.loss_module(tensordict)
         total = sum(v for k, v in out.items() if _is_loss_key(k))
         result = out.detach()  # before backward: only detached tensors live past its graph break
         total.backward()
         self._step(result)
         return result
+
+    def _zero_grad(self) -> None:
+        """``optimizer.zero_grad(set_to_none=True)``, written out so that Dynamo traces it.
+
+        Dynamo does not trace ``Optimizer.zero_grad``: the graph broke there, and the frame
+        resuming after it held no tensor yet (``self`` and a TensorDict), so Dynamo skipped
+        it ("no tensor-related objects found in frame") and the whole step ran eagerly
+        around separately compiled pieces (the loss, ``TensorDict.detach``, the optimiser).
+        """
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                p.grad = None
 
     def _step(self, result: TensorDictBase) -> None:
         """Clip, optimiser step and soft target update (gradients already computed)."""
