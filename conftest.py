@@ -277,6 +277,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         *lines,
     ]
     if reporter is not None:
+        reporter.ensure_newline()  # after the progress dots
         reporter.write_sep("=", "left behind by the tests", red=True, bold=True)
         for line in message:
             reporter.write_line(line)
