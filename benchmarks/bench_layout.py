@@ -112,6 +112,14 @@ def _holds(x: Any, value: np.ndarray) -> bool:
     return bool((arr.reshape(-1, value.shape[-1]) == value).all(-1).any())
 
 
+def _batch_obs(rec: dict) -> tuple | None:
+    """The collector's batch storage (its observation leaf) as the policy is called."""
+    if "collector" not in rec:
+        return None
+    obs = rec["collector"].buffer.get("observation")
+    return obs.clone(), _ptr(obs)
+
+
 def _pipeline(num_envs: int, steps: int, minibatch: int) -> dict:
     """``examples/ppo_cartpole.py``'s objects (its defaults), with the two recorders."""
     import torch
@@ -153,6 +161,7 @@ def _pipeline(num_envs: int, steps: int, minibatch: int) -> dict:
             "TransformedEnv root buffer": troot.get("observation").clone(),
             "policy input (what the actor reads)": args[0].get("observation").clone(),
             "_ptrs": [_ptr(t.get("observation")) for t in (nxt, root, tnxt, troot, args[0])],
+            "_batch": _batch_obs(rec),
         })
 
     frames = num_envs * steps
@@ -161,8 +170,8 @@ def _pipeline(num_envs: int, steps: int, minibatch: int) -> dict:
     actor.register_forward_pre_hook(seen)
     rec["sim"].clear()
     rec["seen"].clear()
-    batch = next(iter(collector))
-    rec.update(collector=collector, batch=batch, critic=critic, actor=actor)
+    rec["collector"] = collector
+    rec["batch"] = next(iter(collector))
     rec["gae"] = GAE(gamma=0.98, lmbda=0.8, value_network=critic, average_gae=True)
     rec["buffer"] = TensorDictReplayBuffer(
         storage=LazyTensorStorage(frames), sampler=SamplerWithoutReplacement(),
@@ -203,8 +212,11 @@ def count_copies(num_envs: int = 16, steps: int = 32, minibatch: int = 256) -> d
         kind = "view" if ptr == hops[-1][2] else "copy"
         if not any(ptr == h[2] for h in hops) or kind == "view":
             hops.append((where, kind, ptr))
-    collector, batch = rec["collector"], rec["batch"]
-    _hop(hops, "Collector's batch storage", collector.buffer.get("observation"), value)
+    batch = rec["batch"]
+    written, ptr = rec["seen"][s + 2]["_batch"]  # stored at t = s + 1 before step s + 2
+    if not _holds(written, value):
+        raise RuntimeError("the traced observation is not in the Collector's batch storage")
+    hops.append(("Collector's batch storage", "view" if ptr == hops[-1][2] else "copy", ptr))
     _hop(hops, "the batch the Collector yields", batch.get("observation"), value)
     duplicates = []
     nxt_obs = batch.get(("next", "observation"))

@@ -197,3 +197,45 @@ def test_benchmarks_examples_and_user_docs_import_public_paths_only() -> None:
     assert found == [], "private modules imported (use the package's public name):\n" + "\n".join(
         found
     )
+
+
+def _source_trees() -> list[tuple[str, ast.Module]]:
+    return [(str(p.relative_to(ROOT)), ast.parse(p.read_text()))
+            for p in sorted(ROOT.glob("packages/*/src/*/**/*.py"))]
+
+
+def test_one_carry_rule_for_the_state_that_crosses_a_step() -> None:
+    """Issue 42: what crosses a step (recurrent state) moves in one function,
+    ``rl_envs.carry_state``, which ``EnvBase.rollout`` and ``Collector`` both call."""
+    defined = [f"{where}:{node.name}" for where, tree in _source_trees()
+               for node in ast.walk(tree)
+               if isinstance(node, ast.FunctionDef) and "carry" in node.name
+               and "rl_recurrent" not in where]  # the RNN kernels' own scan carries
+    assert defined == ["packages/rl-envs/src/rl_envs/_rollout.py:carry_pairs",
+                       "packages/rl-envs/src/rl_envs/_rollout.py:carry_state"]
+    for path in ("rl-envs/src/rl_envs/_rollout.py",
+                 "rl-collectors/src/rl_collectors/_collector.py"):
+        assert "carry_state(" in (ROOT / "packages" / path).read_text(), path
+
+
+def _writes_is_init(node: ast.AST) -> bool:
+    """``x.set("is_init" | IS_INIT, ...)`` or ``x["is_init" | IS_INIT] = ...``."""
+    def is_key(k: ast.AST) -> bool:
+        return (isinstance(k, ast.Constant) and k.value == "is_init") or (
+            isinstance(k, ast.Name) and k.id == "IS_INIT")
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in ("set", "set_") and bool(node.args) and is_key(node.args[0])
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Subscript) and is_key(t.slice) for t in node.targets)
+    return False
+
+
+def test_is_init_is_written_by_init_tracker_only() -> None:
+    """Issue 42: ``is_init`` is InitTracker's leaf (bound once, written on reset and step);
+    no module sets it by key (the check sees a write)."""
+    assert _writes_is_init(ast.parse('td.set("is_init", x)').body[0].value)
+    assert _writes_is_init(ast.parse("td[IS_INIT] = x").body[0])
+    found = [f"{where}:{node.lineno}" for where, tree in _source_trees()
+             for node in ast.walk(tree) if _writes_is_init(node)]
+    assert found == []

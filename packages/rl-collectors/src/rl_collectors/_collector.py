@@ -7,11 +7,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from rl_envs import FastPathEnv
+from rl_envs import FastPathEnv, carry_pairs, carry_state
 from rl_profiling import profiled, record
 from tensordict import TensorDictBase
 
 from rl_collectors._base import BaseCollector
+from rl_collectors._collector_state import CollectorStateMixin
 from rl_collectors._finite import FiniteCheck
 from rl_collectors._keys import DONE, NEXT, POLICY_VERSION, TRAJ_IDS
 from rl_collectors._layout import alloc_buffer, build_plans, make_policy_input, nested
@@ -52,7 +53,7 @@ def build_env(create_env_fn: Any) -> FastPathEnv:
     return env
 
 
-class Collector(BaseCollector, ProfilingMixin):
+class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
     """Collect ``[*env.batch_size, T]`` batches from one batched env with one policy.
 
     Iterate over it to get batches until ``total_frames`` frames were collected (exactly:
@@ -164,7 +165,7 @@ class Collector(BaseCollector, ProfilingMixin):
                 self.policy_input.set(key, torch.zeros_like(value))
         for key in self.out_keys:
             self.policy_input.set(key, outputs.get(key).clone())
-        self._carry = [((NEXT, *k), self.policy_input.get(k)) for k in carried]
+        self._carry = carry_pairs(list(carried))  # the one carry rule: rl_envs.carry_state
         template = self.policy_input.exclude(*[k for k in self.out_keys if k[0] == NEXT])
         next_template = env_next.clone()
         for key in self.out_keys:
@@ -233,8 +234,8 @@ class Collector(BaseCollector, ProfilingMixin):
             if store_outputs:
                 for dst, key in plan.outs:
                     dst.copy_(policy_input.get(key))
-                for key, dst in carry:
-                    dst.copy_(policy_input.get(key))
+                if carry:
+                    carry_state(policy_input, carry)
             t2 = clock()
             with record("EnvBase.fast_step"):  # the step, and the reset of finished sub-envs
                 step(action)
@@ -363,7 +364,7 @@ class Collector(BaseCollector, ProfilingMixin):
         """
         return self._collect(steps)
 
-    # -- weights, seeds, state -----------------------------------------------------------
+    # -- weights (seeds and state: ``CollectorStateMixin``) -------------------------------
     @profiled("Collector.update_policy_weights_")
     def update_policy_weights_(self, policy_or_weights: Any = None) -> int:
         """Copy new weights into the collector's policy (in place) and bump the version.
@@ -378,64 +379,6 @@ class Collector(BaseCollector, ProfilingMixin):
         """
         self.policy_version = self.weight_updater.push(policy_or_weights)
         return self.policy_version
-
-    def set_seed(self, seed: int, static_seed: bool = False) -> int | None:
-        """Seed the env (and random actions); the next batch starts with a reset.
-
-        Returns:
-            The env's ``set_seed`` output: the seed to give the next env.
-        """
-        torch.manual_seed(seed)
-        self._needs_reset = True
-        self._seed = int(seed)
-        return self.env.set_seed(seed, static_seed=static_seed)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Policy weights, env state (when it has one: transform statistics), frame,
-        iteration and trajectory counters, policy version and the last seed.
-
-        Random-frame progress is ``frames`` (``init_random_frames`` is compared with it).
-        The gymnasium envs' internal state is not saved: see :meth:`load_state_dict`.
-        """
-        state: dict[str, Any] = {
-            "frames": self.frames,
-            "iter": self.iterations,
-            "policy_version": self.policy_version,
-            "traj": self._traj.state_dict(),
-            "seed": self._seed,
-        }
-        if isinstance(self.policy, torch.nn.Module):
-            state["policy_state_dict"] = self.policy.state_dict()
-        if hasattr(self.env, "state_dict"):
-            state["env_state_dict"] = self.env.state_dict()
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned.
-
-        The counters continue where they were (a run with ``total_frames`` collects
-        only what is left), the weight updater counts versions from the saved one, and
-        the next batch starts with a reset: episodes in flight when the state was saved
-        restart. A collector seeded with :meth:`set_seed` reseeds its env with
-        ``seed + iterations``, so two resumes from one state collect the same data.
-        """
-        self.frames, self.iterations = int(state["frames"]), int(state["iter"])
-        self.policy_version = int(state["policy_version"])
-        if hasattr(self.weight_updater, "restore_version"):
-            self.weight_updater.restore_version(self.policy_version)
-        self._traj.load_state_dict(state["traj"])
-        if "policy_state_dict" in state:
-            self.policy.load_state_dict(state["policy_state_dict"])
-        if "env_state_dict" in state:
-            self.env.load_state_dict(state["env_state_dict"])
-        self._seed = state.get("seed")
-        if self._seed is not None:
-            self.env.set_seed(self._seed + self.iterations)
-        self._needs_reset = True
-
-    def reset(self) -> None:
-        """Reset every sub-env before the next batch (new trajectories start)."""
-        self._needs_reset = True
 
     # -- lifecycle ----------------------------------------------------------------------
     def shutdown(self) -> None:

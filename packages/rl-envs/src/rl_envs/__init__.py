@@ -10,6 +10,7 @@ from rl_envs._fast_path import FastPathEnv
 from rl_envs._gym import GymWrapper
 from rl_envs._gym_env import GymEnv
 from rl_envs._policy import RandomPolicy
+from rl_envs._rollout import carry_pairs, carry_state
 from rl_envs._spec_aliases import (
     BinaryDiscreteTensorSpec,
     BoundedTensorSpec,
@@ -131,6 +132,8 @@ __all__ = [
     "VecNorm",
     "WorkerError",
     "__version__",
+    "carry_pairs",
+    "carry_state",
     "check_env_specs",
     "step_mdp",
 ]

@@ -24,7 +24,7 @@ from rl_envs._writer import RolloutWriter
 if TYPE_CHECKING:
     from rl_envs._env import EnvBase
 
-__all__ = ["run_rollout", "time_last"]
+__all__ = ["carry_pairs", "carry_state", "run_rollout", "time_last"]
 
 
 def time_last(storage: TensorDictBase) -> TensorDictBase:
@@ -169,13 +169,13 @@ def _policy_loop(
     if tensordict is not None:
         env_keys = set(template.keys(True, True))
         for key, value in tensordict.exclude(NEXT).items(True, True):
-            if key not in env_keys:
-                ptd.set(key, value)
+            if key not in env_keys:  # a copy: the carry writes into it in place
+                ptd.set(key, value.clone())
     storage = None
     root_outs: list[tuple[torch.Tensor, Any]] = []  # (dst, key): read from ptd each step
     next_outs: list[tuple[torch.Tensor, Any]] = []
     next_pairs: list[tuple[Any, Any]] = []  # (dst, src): the env's next leaves
-    policy_next: list[tuple] = []
+    carry: list[tuple] = []
     t_end = steps
     done_t = nxt.get(DONE)
     for t in range(steps):
@@ -185,9 +185,12 @@ def _policy_loop(
             storage, (root_outs, next_outs, next_pairs), policy_next = _policy_storage(
                 env, ptd, template, steps
             )
+            carry = carry_pairs(policy_next)
         with torch.no_grad():
             for d, key in root_outs:
                 d[t].copy_(ptd.get(key))
+            if carry:
+                carry_state(ptd, carry)
         action = ptd.get(env.action_key) if len(env.action_keys) == 1 else ptd
         env.fast_step(action)
         with torch.no_grad():
@@ -195,8 +198,6 @@ def _policy_loop(
                 d[t] = s
             for d, key in next_outs:
                 d[t].copy_(ptd.get(key))
-        if policy_next:
-            _carry(ptd, root, policy_next, done_t)
         if brk and bool(done_t.any()):
             t_end = t + 1
             break
@@ -234,22 +235,52 @@ def _policy_storage(
     return writer.storage, (root_outs, next_outs, next_pairs), policy_next
 
 
-def _carry(ptd: TensorDictBase, root: TensorDictBase, keys: list, done: torch.Tensor) -> None:
-    """Move the policy's ``("next", k)`` entries to the root for the next step.
+def carry_pairs(keys: list) -> list[tuple[Any, Any]]:
+    """The plan of :func:`carry_state`: ``(("next", *k), k)`` for each carried key ``k``
+    (the root keys whose ``("next", k)`` a policy writes: recurrent state), built once.
 
-    Keys the env also holds at its root (a ``TensorDictPrimer``) take the env's value on
-    the sub-envs that were just reset.
+    Args:
+        keys: the carried keys, strings or tuples, without the ``"next"`` prefix.
+
+    Returns:
+        ``(source, destination)`` keys (a one-element key as its string: the cheaper
+        ``get``).
+
+    Examples:
+        >>> carry_pairs(["h", ("rnn", "c")])
+        [(('next', 'h'), 'h'), (('next', 'rnn', 'c'), ('rnn', 'c'))]
     """
-    env_keys = root.keys(True, True)
-    any_done = bool(done.any())
+    out = []
     for key in keys:
-        k = _unwrap(key)
-        value = ptd.get((NEXT, *key))
-        if any_done and k in env_keys:
-            reset = root.get(k)
-            m = done.reshape(*done.shape[:-1], *([1] * (value.ndim - done.ndim + 1)))
-            value = torch.where(m, reset, value)
-        ptd.set(k, value)
+        k = (key,) if isinstance(key, str) else tuple(key)
+        out.append(((NEXT, *k), _unwrap(k)))
+    return out
+
+
+def carry_state(step_td: TensorDictBase, pairs: list[tuple[Any, Any]]) -> None:
+    """THE carry rule of every rollout loop (``EnvBase.rollout`` and ``Collector``).
+
+    After the policy call and the copy of step ``t`` into the batch, and BEFORE the env
+    steps: copy each ``("next", k)`` the policy wrote onto ``k`` of ``step_td``, in
+    place. The env's step then resets its finished sub-envs and, for the keys it holds at
+    its root (a ``TensorDictPrimer``), writes their reset value over the carried one
+    there (``InitTracker`` sets ``is_init``): the next trajectory never starts from the
+    previous one's state. No other code moves state from one step to the next.
+
+    Args:
+        step_td: the step's TensorDict (the env's root leaves plus the policy's outputs).
+        pairs: :func:`carry_pairs` of the carried keys.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"h": torch.zeros(2), "next": {"h": torch.ones(2)}}, [2])
+        >>> carry_state(td, carry_pairs(["h"]))
+        >>> td["h"]
+        tensor([1., 1.])
+    """
+    for src, dst in pairs:
+        step_td.get(dst).copy_(step_td.get(src))
 
 
 def _unwrap(key: tuple) -> Any:
