@@ -119,3 +119,13 @@ def test_annealing_steps_must_be_positive():
         ValueError, match="annealing_num_steps: expected a positive int, received 0"
     ):
         EGreedyModule(Categorical(2), annealing_num_steps=0)
+
+
+def test_egreedy_takes_torchrl_device():
+    # TorchRL's dqn_with_rnn passes device=; the state (eps) lives there
+    from rl_envs import Categorical
+
+    explore = EGreedyModule(Categorical(4), eps_init=0.2, annealing_num_steps=10, device="cpu")
+    assert explore.eps.device == torch.device("cpu") and float(explore.eps) == pytest.approx(0.2)
+    explore.step(10)
+    assert float(explore.eps) == pytest.approx(0.1)

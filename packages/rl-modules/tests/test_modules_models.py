@@ -110,3 +110,15 @@ def test_dueling_head_is_value_plus_centred_advantage():
     adv, value = net.advantage(h), net.value(h)
     torch.testing.assert_close(net(x), value + adv - adv.mean(-1, keepdim=True))
     torch.testing.assert_close(net(x).mean(-1, keepdim=True), value)
+
+
+def test_convnet_takes_torchrl_aggregator_and_squeeze_output():
+    # TorchRL's dqn_with_rnn: a pooling aggregator, then the [.., C, 1, 1] output squeezed
+    net = ConvNet(num_cells=[8, 16], squeeze_output=True, aggregator_class=nn.AdaptiveAvgPool2d,
+                  aggregator_kwargs={"output_size": (1, 1)})
+    x = torch.rand(4, 5, 3, 12, 12)
+    out = net(x)
+    assert out.shape == (4, 5, 16)
+    convs = net.layers[:-2]
+    ref = convs(x.reshape(20, 3, 12, 12)).mean((-2, -1)).reshape(4, 5, 16)
+    torch.testing.assert_close(out, ref)

@@ -114,6 +114,7 @@ class EGreedyModule(_Annealed):
         annealing_num_steps: frames over which epsilon anneals.
         action_key: the key of the action to rewrite.
         action_mask_key: a bool key of allowed actions (discrete specs), or ``None``.
+        device: where the module's state (``eps``) lives, as TorchRL's ``device=``.
 
     Examples:
         >>> import torch
@@ -138,8 +139,11 @@ class EGreedyModule(_Annealed):
         *,
         action_key: Any = "action",
         action_mask_key: Any = None,
+        device: Any = None,
     ) -> None:
         super().__init__("eps", eps_init, eps_end, annealing_num_steps, spec, action_key)
+        if device is not None:
+            self.to(device)
         self.action_mask_key = action_mask_key
         self.in_keys = [action_key] + ([action_mask_key] if action_mask_key is not None else [])
         self.out_keys = [action_key]

@@ -148,7 +148,13 @@ class ConvNet(nn.Module):
         activation_kwargs: its keyword arguments.
         norm_class: a normalisation after each convolution (built with the channel count).
         norm_kwargs: its keyword arguments.
-        squash_last_layer: flatten ``[C, H, W]`` of the output into one dim.
+        squash_last_layer: end with the aggregator (``False``: no aggregator).
+        aggregator_class: TorchRL's last module (default :class:`SquashDims`: flatten
+            ``[C, H, W]`` into one dim), built with ``aggregator_kwargs``; e.g.
+            ``nn.AdaptiveAvgPool2d`` with ``{"output_size": (1, 1)}``.
+        aggregator_kwargs: its keyword arguments.
+        squeeze_output: squeeze the output's last two dims when they are 1 (after a
+            pooling aggregator), as TorchRL.
         device: device of the parameters.
 
     Input ``[*B, C, H, W]`` (any leading dims); a ``uint8`` input is scaled to ``[0, 1]``
@@ -180,6 +186,9 @@ class ConvNet(nn.Module):
         norm_class: type[nn.Module] | None = None,
         norm_kwargs: dict | None = None,
         squash_last_layer: bool = True,
+        aggregator_class: Any = None,
+        aggregator_kwargs: dict | None = None,
+        squeeze_output: bool = False,
         device: Any = None,
     ) -> None:
         super().__init__()
@@ -204,7 +213,10 @@ class ConvNet(nn.Module):
                 layers.append(norm_class(c_out, device=device, **(norm_kwargs or {})))
             layers.append(activation_class(**(activation_kwargs or {})))
         if squash_last_layer:
-            layers.append(SquashDims())
+            aggregator = SquashDims if aggregator_class is None else aggregator_class
+            layers.append(aggregator(**(aggregator_kwargs or {})))
+        if squeeze_output:
+            layers.append(_SqueezeHW())
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -216,6 +228,13 @@ class ConvNet(nn.Module):
             x = x.float().div_(255.0)  # .float() keeps the channels-last strides
         out = self.layers(x)
         return out.reshape(*lead, *out.shape[1:])
+
+
+class _SqueezeHW(nn.Module):
+    """The last two dims squeezed where they are 1 (TorchRL's ``Squeeze2dLayer``)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.squeeze(-1).squeeze(-1)
 
 
 class NatureCNN(nn.Module):
