@@ -185,7 +185,7 @@ class ActorCriticLoss(LossModule):
         target = self._get(tensordict, keys.value_target).detach()
         old_value = tensordict.get(keys.value, None)
         critic = self._critic_head if self._critic_head is not None else self.critic_network
-        td = tensordict.select(*critic.in_keys, strict=False).copy()
+        td = tensordict.select(*critic.in_keys, strict=False)  # a new TensorDict already
         value = self._get(critic(td), keys.value)
         loss = distance_loss(value, target, self.loss_critic_type)
         if self.clip_value is not None and old_value is not None:
