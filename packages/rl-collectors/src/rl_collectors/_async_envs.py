@@ -31,7 +31,7 @@ from rl_envs.processes import Portable, start_process, stop_processes
 from rl_profiling import record
 from tensordict import TensorDictBase
 
-from rl_collectors._collector import build_env
+from rl_collectors._base import build_env
 from rl_collectors.exceptions import WorkerError
 
 __all__ = ["ProcessEnvPool", "ThreadEnvPool", "make_env"]

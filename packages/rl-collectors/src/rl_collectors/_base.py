@@ -12,9 +12,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from rl_envs import FastPathEnv
 from tensordict import TensorDictBase
 
-__all__ = ["BaseCollector"]
+__all__ = ["BaseCollector", "build_env"]
+
+
+def build_env(create_env_fn: Any) -> FastPathEnv:
+    """The env itself when ``create_env_fn`` is one, else ``create_env_fn()``, checked."""
+    env = create_env_fn if isinstance(create_env_fn, FastPathEnv) else None
+    if env is None and callable(create_env_fn):
+        env = create_env_fn()
+    if not isinstance(env, FastPathEnv):
+        got = type(env if callable(create_env_fn) else create_env_fn).__name__
+        raise TypeError(
+            "create_env_fn: expected an rl_envs.EnvBase (any rl_envs.FastPathEnv) or a "
+            f"callable returning one, got {got}"
+        )
+    return env
 
 
 class BaseCollector:

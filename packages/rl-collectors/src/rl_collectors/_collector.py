@@ -7,15 +7,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from rl_envs import FastPathEnv, carry_pairs, carry_state
+from rl_envs import carry_pairs, carry_state
 from rl_profiling import profiled, record
 from tensordict import TensorDictBase
 
-from rl_collectors._base import BaseCollector
+from rl_collectors._base import BaseCollector, build_env
 from rl_collectors._collector_state import CollectorStateMixin
 from rl_collectors._finite import FiniteCheck
 from rl_collectors._keys import DONE, NEXT, POLICY_VERSION, TRAJ_IDS
-from rl_collectors._layout import alloc_buffer, build_plans, make_policy_input, nested
+from rl_collectors._layout import alloc_buffer, build_plan, make_policy_input, nested
 from rl_collectors._options import CollectorOptions
 from rl_collectors._policy import (
     StreamSyncActor,
@@ -36,21 +36,7 @@ from rl_collectors._traj import TrajCounter
 from rl_collectors.exceptions import CollectorClosedError
 from rl_collectors.weight_sync import WeightUpdaterBase, bind_updater
 
-__all__ = ["Collector", "build_env"]
-
-
-def build_env(create_env_fn: Any) -> FastPathEnv:
-    """The env itself when ``create_env_fn`` is one, else ``create_env_fn()``, checked."""
-    env = create_env_fn if isinstance(create_env_fn, FastPathEnv) else None
-    if env is None and callable(create_env_fn):
-        env = create_env_fn()
-    if not isinstance(env, FastPathEnv):
-        got = type(env if callable(create_env_fn) else create_env_fn).__name__
-        raise TypeError(
-            "create_env_fn: expected an rl_envs.EnvBase (any rl_envs.FastPathEnv) or a "
-            f"callable returning one, got {got}"
-        )
-    return env
+__all__ = ["Collector"]
 
 
 class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
@@ -62,8 +48,9 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
     step produced) plus ``("collector", "traj_ids")`` and ``("collector",
     "policy_version")``. Time is the last batch dim.
 
-    The loop writes each step into a batch preallocated once (no TensorDict built per
-    step) and hands out a copy at the end; see ``docs/internals/collector.md``.
+    The loop writes each step into a preallocated batch (no TensorDict built per
+    step) and hands that batch out at the end, writing the next one into a new batch (no
+    copy of the data); see ``docs/internals/collector.md``.
 
     Args:
         create_env_fn: an env (``rl_envs.EnvBase``) or a callable returning one.
@@ -145,7 +132,7 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
 
     # -- construction ------------------------------------------------------------------
     def _build(self, shared: bool) -> None:
-        """Probe the policy, allocate the batch and the per-step plans, pick the strategies."""
+        """Probe the policy, pick the strategies, allocate the batch and its plan."""
         env_root, env_next = self.env.buffers()
         self._env_bufs = (env_root, env_next)
         probe = make_policy_input(env_root.clone())
@@ -171,22 +158,30 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         for key in self.out_keys:
             if key[0] == NEXT:
                 next_template.set(key[1:], outputs.get(key))
-        self._writer = alloc_buffer(template, next_template, self.steps, self.storing_device)
+        self._templates = (template, next_template)
+        self._choose_strategies()
+        self._new_batch(shared)
+
+    def _new_batch(self, shared: bool) -> None:
+        """Allocate a zeroed batch and its plan: the next steps are written there."""
+        self._writer = alloc_buffer(*self._templates, self.steps, self.storing_device)
         self.buffer = self._writer.storage
         self._plan(shared)
 
     def _plan(self, shared: bool) -> None:
-        """Build the per-step plans (numpy views of the batch) and pick the strategies.
+        """Build the batch's plan (numpy views of it) and bind the after-step hooks to it.
 
         ``share_memory_()`` moves storage, so it must happen before any view is taken.
         """
         if shared and not self.buffer.is_shared():
             self.buffer.share_memory_()
+        self._shared = shared
         root_flags = [nested(k) for k in self.env.done_keys]
-        self._plans = build_plans(
+        self._batch_plan = build_plan(
             self._writer, self.policy_input, self._env_bufs[1], self.out_keys, root_flags
         )
-        self._choose_strategies()
+        if self._limit is not None:
+            self._limit.bind(self.buffer)
 
     def _choose_strategies(self) -> None:
         opts = self.options
@@ -205,7 +200,7 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         self._after_step: list[Callable[[int], None]] = []
         self._limit = None
         if opts.max_frames_per_traj is not None:
-            self._limit = TrajectoryLimit(self.env, self.buffer, opts.max_frames_per_traj)
+            self._limit = TrajectoryLimit(self.env, opts.max_frames_per_traj)
             self._after_step.append(self._limit)
 
     # -- the rollout loop ----------------------------------------------------------------
@@ -221,18 +216,20 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
             self._carry,
             self._after_step,
         )
+        plan = self._batch_plan
+        root, outs, nxt = plan.root, plan.outs, plan.next
         store_outputs, clock = not actor.writes_batch, time.perf_counter
         t_policy = t_env = 0.0
         start = clock()
-        for t, plan in enumerate(self._plans[:steps]):
+        for t in range(steps):
             t0 = clock()
             with record("Collector.policy"):
                 action = actor(policy_input, t)
             t1 = clock()
-            for dst, src in plan.root:
-                dst[...] = src
+            for slot, src in root:
+                slot[t] = src
             if store_outputs:
-                for dst, key in plan.outs:
+                for dst, key in outs[t]:
                     dst.copy_(policy_input.get(key))
                 if carry:
                     carry_state(policy_input, carry)
@@ -240,8 +237,8 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
             with record("EnvBase.fast_step"):  # the step, and the reset of finished sub-envs
                 step(action)
             t3 = clock()
-            for dst, src in plan.next:
-                dst[...] = src
+            for slot, src in nxt:
+                slot[t] = src
             for hook in after:
                 hook(t)
             t_policy += t1 - t0
@@ -281,7 +278,7 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         """Reset the env when needed; returns whether every sub-env starts a trajectory."""
         root, nxt = self.env.buffers()
         if root is not self._env_bufs[0] or nxt is not self._env_bufs[1]:
-            self._build(shared=self.buffer.is_shared())  # the env rebuilt its buffers
+            self._build(shared=self._shared)  # the env rebuilt its buffers
         if not (self._needs_reset or self.options.reset_at_each_iter):
             return False
         self.env.fast_reset(None)
@@ -290,9 +287,15 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         self._needs_reset = False
         return True
 
+    def _hand_out(self, view: TensorDictBase) -> TensorDictBase:
+        """Give ``view`` (the batch just written) to the caller and write the next batch into
+        a new one: the caller owns the data without a copy of it (``bench_layout.py``)."""
+        self._new_batch(self._shared)
+        return view
+
     def rollout(self) -> TensorDictBase:
         """Collect one batch of ``frames_per_batch`` frames and return it (a new TensorDict)."""
-        return self._collect(self.steps).clone()
+        return self._hand_out(self._collect(self.steps))
 
     def _next_steps(self) -> int:
         if self.total_frames < 0:
@@ -305,7 +308,7 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
             opts = self.options
             # a replay buffer copies what it stores: hand it the view unless postproc may edit it
             no_copy = opts.replay_buffer is not None and opts.postproc is None
-            yield self.options.deliver(view if no_copy else view.clone())
+            yield self.options.deliver(view if no_copy else self._hand_out(view))
 
     # -- hosting: the interface of the runtimes that run a Collector as a worker ---------
     # Called by WorkerRuntime (_worker.py), RankRuntime (_distributed_worker.py, also the
@@ -336,7 +339,7 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         self._traj = TrajCounter(self._traj.num_rows, stride=num_workers, offset=worker_idx)
 
     def share_buffer(self) -> None:
-        """Move the batch into shared memory and rebuild the per-step plans on it (internal).
+        """Move the batch into shared memory and rebuild its plan (internal).
 
         ``WorkerRuntime`` calls it before sending the batch to the main process, which
         then reads every batch the worker writes without a copy through the pipe. Not

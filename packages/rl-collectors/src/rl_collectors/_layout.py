@@ -6,11 +6,13 @@ owns:
 
 - ``policy_input``: a TensorDict whose env leaves *are* the env's root leaves
   (no copy); the policy adds its outputs (``action``, ...) to it on every call;
-- ``buffer``: the batch, ``[*B, T]`` (time last), allocated once;
-- ``plans[t]``: for each step ``t``, the (destination, source) pairs to copy: env root
-  leaves and policy outputs into ``buffer[..., t]`` before the step, env next leaves into
+- ``buffer``: the batch, ``[*B, T]`` (time last);
+- ``plan``: the (destination, source) pairs to copy at step ``t``: env root leaves and
+  policy outputs into ``buffer[..., t]`` before the step, env next leaves into
   ``buffer["next"][..., t]`` after it. CPU pairs are numpy views (a numpy slice
-  assignment costs a fraction of ``Tensor.copy_``); other devices use torch.
+  assignment costs a fraction of ``Tensor.copy_``); other devices use torch. Each batch
+  handed out to a caller is that caller's: the next one is written into a new ``buffer``
+  with a new ``plan`` (cheaper than a copy of the batch).
 
 The allocation and the pairs are ``rl_envs.RolloutWriter``'s (``EnvBase.rollout`` uses the
 same writer, time-major); this module says which leaves go where.
@@ -28,9 +30,9 @@ from tensordict import TensorDict, TensorDictBase
 from rl_collectors._keys import NEXT, POLICY_VERSION, TRAJ_IDS
 
 __all__ = [
-    "StepPlan",
+    "BatchPlan",
     "alloc_buffer",
-    "build_plans",
+    "build_plan",
     "leaf_keys",
     "make_policy_input",
     "nested",
@@ -79,41 +81,41 @@ def alloc_buffer(
 
 
 @dataclass
-class StepPlan:
-    """What to copy for step ``t``; every list is built once.
+class BatchPlan:
+    """What to copy at each step ``t`` into one batch; built once per batch.
 
     Attributes:
-        root: ``(dst, src)`` array pairs: env root leaves -> ``buffer[..., t]``.
-        outs: ``(dst, key)``: policy outputs (read from ``policy_input`` by key, since a module
-            writes a new tensor on each call; a top-level key as its string, the cheaper
-            ``get``) -> ``buffer[..., t]``.
-        next: ``(dst, src)`` array pairs: env next leaves -> ``buffer["next"][..., t]``.
+        root: ``(slot, src)`` pairs: env root leaves -> ``slot[t] = src`` (``slot`` is the
+            batch leaf with time first; numpy views on the CPU).
+        outs: per step, ``(dst, key)``: policy outputs (read from ``policy_input`` by key,
+            since a module writes a new tensor on each call; a top-level key as its
+            string, the cheaper ``get``) -> ``dst.copy_(...)``, ``dst`` the step's view.
+        next: ``(slot, src)`` pairs: env next leaves -> ``slot[t] = src`` under ``"next"``.
     """
 
     root: list[tuple[Any, Any]] = field(default_factory=list)
-    outs: list[tuple[torch.Tensor, Any]] = field(default_factory=list)
+    outs: list[list[tuple[torch.Tensor, Any]]] = field(default_factory=list)
     next: list[tuple[Any, Any]] = field(default_factory=list)
 
 
-def build_plans(
+def build_plan(
     writer: RolloutWriter,
     policy_input: TensorDictBase,
     env_next: TensorDictBase,
     out_keys: list[tuple],
     constant_keys: list[tuple] = (),
-) -> list[StepPlan]:
-    """One :class:`StepPlan` per time step of the writer's batch (pairs from
-    ``rl_envs.RolloutWriter``, indexed at ``t``).
+) -> BatchPlan:
+    """The :class:`BatchPlan` of the writer's batch (pairs from ``rl_envs.RolloutWriter``).
 
     ``policy_input`` leaves that are not policy outputs keep their identity (env root leaves and
     carried recurrent state), so they are copied from fixed sources. ``constant_keys``
     are root leaves the fast path never changes from their zero value (the root done
     flags: a fast step writes only observations and state into the root, a fast reset
-    sets the flags to ``False``): they stay as allocated and are not copied.
+    sets the flags to ``False``): they stay as allocated and are not copied. A new batch
+    costs one pair per leaf and one view per policy output and step.
     """
     root_keys = [k for k in leaf_keys(policy_input) if k not in out_keys and k not in constant_keys]
     root = writer.pairs(policy_input, root_keys)
     outs = writer.keyed(out_keys)
     nxt = writer.pairs(env_next, prefix=(NEXT,))
-    at = writer.at
-    return [StepPlan(at(root, t), at(outs, t), at(nxt, t)) for t in range(writer.steps)]
+    return BatchPlan(root, [writer.at(outs, t) for t in range(writer.steps)], nxt)

@@ -134,27 +134,27 @@ class TrajectoryLimit:
     trajectory. Numpy on the CPU, a handful of vector ops per step.
     """
 
-    def __init__(self, env: FastPathEnv, buffer: TensorDictBase, max_steps: int) -> None:
+    def __init__(self, env: FastPathEnv, max_steps: int) -> None:
         self.env, self.max_steps = env, max_steps
-        nb = env.batch_size
-        self.count = torch.zeros(tuple(nb), dtype=torch.int64).numpy()
-        self.done = [
-            buffer.get((NEXT, DONE))[..., t, 0].numpy() for t in range(buffer.batch_size[-1])
-        ]
-        self.trunc = [
-            buffer.get((NEXT, "truncated"))[..., t, 0].numpy() for t in range(buffer.batch_size[-1])
-        ]
+        self.count = torch.zeros(tuple(env.batch_size), dtype=torch.int64).numpy()
+        self.done: Any = None
+        self.trunc: Any = None
+
+    def bind(self, buffer: TensorDictBase) -> None:
+        """Mark the flags of ``buffer`` (a new batch) from now on; the counts carry over."""
+        self.done = buffer.get((NEXT, DONE))[..., 0].movedim(-1, 0).numpy()
+        self.trunc = buffer.get((NEXT, "truncated"))[..., 0].movedim(-1, 0).numpy()
 
     def reset(self) -> None:
         self.count[...] = 0
 
     def __call__(self, t: int) -> None:
-        count, done = self.count, self.done[t]
+        count, done = self.count, self.done[t, ...]  # a view of step t, even for B = []
         count += 1
         count[done] = 0
         over = count >= self.max_steps
         if over.any():
-            self.trunc[t][over] = True
+            self.trunc[t, ...][over] = True
             done[over] = True
             count[over] = 0
             self.env.fast_reset(torch.from_numpy(over))
