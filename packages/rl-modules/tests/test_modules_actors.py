@@ -325,3 +325,40 @@ def test_distributions_the_fast_path_does_not_take():
             out = actor(_obs())
         assert out["action"].shape == (B, 2) and out["sample_log_prob"].shape == (B,)
     assert torch.equal(out["sample_log_prob"], torch.zeros(B))  # the joint method's score
+
+
+class _SeesInteraction(nn.Module):
+    """Records the interaction type its forward runs under."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net, self.seen = nn.Linear(3, 2), []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from tensordict.nn import interaction_type
+
+        self.seen.append(interaction_type())
+        return self.net(x)
+
+
+def test_get_dist_matches_tensordicts_generic_path() -> None:
+    from tensordict.nn import ProbabilisticTensorDictSequential as Generic
+
+    net = _SeesInteraction()
+    actor = ProbabilisticActor(TensorDictModule(net, ["observation"], ["logits"]), ["logits"],
+                               distribution_class=torch.distributions.Categorical,
+                               return_log_prob=True)
+    td = TensorDict(observation=torch.randn(5, 3), batch_size=[5])
+    ours, generic = td.clone(), td.clone()
+    for kind in (None, ExplorationType.DETERMINISTIC):
+        with set_exploration_type(kind):
+            dist = actor.get_dist(ours)
+            ref = Generic.build_dist_from_params(actor, Generic.get_dist_params(actor, generic))
+        assert type(dist) is type(ref) and torch.equal(dist.logits, ref.logits)
+        assert set(ours.keys()) == set(generic.keys()) == {"observation", "logits"}
+    assert net.seen[0] == net.seen[1] == actor.module[-1].default_interaction_type
+    assert net.seen[2] == net.seen[3] == ExplorationType.DETERMINISTIC
+    out = TensorDict(batch_size=[5])  # the generic path: the parameters go to tensordict_out
+    dist = actor.get_dist(td, out)
+    ref = torch.distributions.Categorical(logits=out["logits"])
+    assert torch.equal(dist.logits, ref.logits) and "logits" not in td
