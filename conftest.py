@@ -82,6 +82,8 @@ class _Hygiene:
             path = self.private / name
             if own is not None and path == Path(own):
                 continue  # this process's own: multiprocessing removes it at exit
+            if name.startswith("torchinductor_"):
+                continue  # Inductor's cache (its precompiled headers): removed with the dir
             where = self.made_by.get(name, "outside any test")
             lines.append(f"{path}: {_describe(path)} (appeared during {where})")
         self.pids |= _descendants(os.getpid())
@@ -214,7 +216,14 @@ def kill_by_design() -> Callable[..., list[Path]]:
     dirs removed."""
 
     def kill(pid: int, sig: int = signal.SIGKILL, timeout: float = 10.0) -> list[Path]:
-        owned = owned_mp_dirs(pid)
+        # A forked worker inherits this process's listener and its multiprocessing temp dir
+        # (its own listener then lives in that dir too): that dir is this process's, which
+        # removes it at exit and still needs it for the workers it starts next.
+        ours = set(owned_mp_dirs(os.getpid()))
+        own = multiprocessing.process.current_process()._config.get("tempdir")  # noqa: SLF001
+        if own is not None:
+            ours.add(Path(own))
+        owned = [path for path in owned_mp_dirs(pid) if path not in ours]
         os.kill(pid, sig)
         _wait_dead(pid, timeout)
         for path in owned:

@@ -64,6 +64,8 @@ STANDALONE = {
     "start-ups; writes results/logging.json",
     "minari_load": "writes a 1M-transition dataset first (--transitions sizes it); prints "
     "one JSON object",
+    "rollout_ab": "two checkouts' ppo_cartpole runs, alternately, in fresh processes; needs "
+    "the other checkout (--other, a git worktree)",
     "update": "compiles eight update steps (minutes; --rounds/--calls size the record); "
     "prints one JSON object",
 }

@@ -70,7 +70,10 @@ except WorkerError as err:
 
 
 @pytest.mark.timeout(600)
-def test_a_notebook_drives_every_multi_process_component(tmp_path):
+def test_a_notebook_drives_every_multi_process_component(tmp_path, monkeypatch):
+    # The kernel (and the workers it starts) get this test's own temp dir: nbclient ends the
+    # kernel at its own pace, so what it leaves is pytest's to remove, not the session's.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(source.strip()) for source in CELLS]
     client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
