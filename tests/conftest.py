@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
 
 import psutil
 import pytest
@@ -51,3 +55,22 @@ def no_leaks() -> Iterator[None]:
         name for name in _shm_entries() - shm_before if name.startswith(("torch_", "psm_", "rl_"))
     }
     assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"
+
+
+@pytest.fixture
+def bench_script() -> Callable[[str], ModuleType]:
+    """``bench_script(name)``: ``benchmarks/<name>.py`` executed as a fresh module (named
+    ``<name>_under_test`` only while it runs, so that its dataclasses resolve)."""
+
+    def load(name: str) -> ModuleType:
+        path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"{name}_under_test", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            del sys.modules[spec.name]
+        return module
+
+    return load

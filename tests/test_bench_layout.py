@@ -4,27 +4,9 @@ env, collector, estimator and replay buffer."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _bench():
-    path = ROOT / "benchmarks" / "bench_layout.py"
-    spec = importlib.util.spec_from_file_location("bench_layout_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
-
-
-def test_copy_count_traces_the_observation_end_to_end() -> None:
-    result = _bench().count_copies(num_envs=4, steps=8, minibatch=8)
+def test_copy_count_traces_the_observation_end_to_end(bench_script) -> None:
+    result = bench_script("bench_layout").count_copies(num_envs=4, steps=8, minibatch=8)
     hops = result["hops"]
     assert hops[0][:2] == ("simulator's array (the vector env's step return)", "start")
     assert hops[-1][0] == "the minibatch ClipPPOLoss reads (buffer.sample)"

@@ -3,13 +3,10 @@ runs it (migrated on ours, ``total_frames`` replaced) and the ratio's bootstrap 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = '''"""A TorchRL script."""
 from torchrl.envs import GymEnv  # the env
 frames_per_batch = 1000
@@ -18,22 +15,12 @@ print(total_frames // frames_per_batch)
 '''
 
 
-def _driver():
-    path = ROOT / "benchmarks" / "compare_torchrl_tutorial.py"
-    spec = importlib.util.spec_from_file_location("compare_torchrl_tutorial_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
-
-
-def test_each_side_runs_the_script_with_only_total_frames_changed(tmp_path: Path) -> None:
+def test_each_side_runs_the_script_with_only_total_frames_changed(
+    tmp_path: Path, bench_script
+) -> None:
     script = tmp_path / "tutorial.py"
     script.write_text(SCRIPT)
-    driver = _driver()
+    driver = bench_script("compare_torchrl_tutorial")
     ours = driver.patched_source(str(script), "ours", 50_000)
     theirs = driver.patched_source(str(script), "torchrl", 50_000)
     assert theirs == SCRIPT.replace("10_000", "50000")
@@ -43,8 +30,8 @@ def test_each_side_runs_the_script_with_only_total_frames_changed(tmp_path: Path
         driver.patched_source(str(script), "torchrl", 50_000)
 
 
-def test_ratio_of_medians_and_its_interval() -> None:
-    driver = _driver()
+def test_ratio_of_medians_and_its_interval(bench_script) -> None:
+    driver = bench_script("compare_torchrl_tutorial")
     ratio, low, high = driver.bootstrap_ratio([900.0, 1000.0, 1100.0], [450.0, 500.0, 550.0])
     assert ratio == 2.0 and 1.6 <= low <= 2.0 <= high <= 2.45
     same = driver.bootstrap_ratio([5.0] * 4, [5.0] * 4)
