@@ -229,6 +229,8 @@ def main() -> None:
         print(json.dumps(run_one(args.script, args.side, args.seed, args.frames)))
         return
     args.torchrl_version = torchrl_version(args.torchrl_path)
+    if args.log_dir:
+        Path(args.log_dir).mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     if args.resume and Path(args.out).exists():
         rows = json.loads(Path(args.out).read_text())["runs"]
