@@ -264,9 +264,8 @@ def bench_mujoco() -> list[dict]:
 
 
 def _pixel_pipeline() -> Compose:
-    obs = {"in_keys": ["observation"]}  # the ALE frames' key; the default is "pixels"
-    return Compose(ToTensorImage(dtype=torch.uint8, **obs), GrayScale(**obs), Resize(84, 84, **obs),
-                   CatFrames(4, **obs))
+    # single ALE envs' RGB frames are under "pixels", the image transforms' default key
+    return Compose(ToTensorImage(dtype=torch.uint8), GrayScale(), Resize(84, 84), CatFrames(4))
 
 
 def _per_transform(label: str, env: TransformedEnv, steps: int = 300) -> list[dict]:

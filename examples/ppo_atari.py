@@ -33,6 +33,7 @@ from rl_envs import (
     EndOfLifeTransform,
     GrayScale,
     GymEnv,
+    RenameTransform,
     Resize,
     RewardSum,
     SignTransform,
@@ -161,10 +162,9 @@ def make_video_env(cfg: Config) -> TransformedEnv:
     base = GymEnv(cfg.env_id, num_envs=1, vectorization_mode="sync", render_mode="rgb_array",
                   frameskip=cfg.frame_skip, repeat_action_probability=0.0,
                   max_episode_steps=cfg.video_max_steps)
-    obs = {"in_keys": ["observation"]}  # ALE's frames; the image transforms default to "pixels"
-    env = TransformedEnv(base, ToTensorImage(**obs))
-    for transform in (GrayScale(**obs), Resize(84, 84, **obs), CatFrames(N=4, dim=-3, **obs),
-                      RewardSum()):
+    env = TransformedEnv(base, ToTensorImage())  # a single ALE env's RGB frames: "pixels"
+    for transform in (GrayScale(), Resize(84, 84), CatFrames(N=4, dim=-3),
+                      RenameTransform(["pixels"], ["observation"]), RewardSum()):
         env.append_transform(transform)
     env.set_seed(cfg.seed)
     return env

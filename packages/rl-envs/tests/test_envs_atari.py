@@ -14,6 +14,7 @@ from rl_envs import (  # noqa: E402
     Categorical,
     EndOfLifeTransform,
     GymEnv,
+    GymWrapper,
     NoopResetEnv,
     RewardSum,
     StepCounter,
@@ -104,10 +105,40 @@ def test_batch_size_other_than_num_envs_is_refused():
 
 def test_single_ale_envs_in_sync_mode():
     env = GymEnv("ALE/Breakout-v5", num_envs=2, vectorization_mode="sync")
-    assert env.observation_spec["observation"].shape == (2, 210, 160, 3)
-    assert env.observation_spec["observation"].dtype == torch.uint8
+    assert list(env.observation_spec.keys()) == ["pixels"]  # RGB frames: TorchRL's key
+    assert env.observation_spec["pixels"].shape == (2, 210, 160, 3)
+    assert env.observation_spec["pixels"].dtype == torch.uint8
     check_env_specs(env, seed=0)
     env.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({}, "pixels"),
+        ({"obs_type": "grayscale"}, "observation"),
+        ({"obs_type": "ram"}, "observation"),
+    ],
+    ids=["rgb", "grayscale", "ram"],
+)
+def test_observation_key_follows_torchrl_rule(kwargs, key):
+    """TorchRL's rule: a Box of rank 3, last dim 3, bounds 0 and 255 is "pixels"."""
+    raw = gym.make("ALE/Pong-v5", **kwargs)
+    env = GymWrapper(raw)
+    assert list(env.observation_spec.keys()) == [key]
+    env.set_seed(0)
+    np.testing.assert_array_equal(env.reset()[key].numpy(), raw.unwrapped._get_obs())
+    env.close()
+    named = GymWrapper(gym.make("ALE/Pong-v5", **kwargs), obs_key="screen")
+    assert list(named.observation_spec.keys()) == ["screen"]
+    named.close()
+
+
+def test_observation_key_bad_input_names_the_argument():
+    raw = gym.make("ALE/Pong-v5")
+    with pytest.raises(TypeError, match=r"obs_key must be None .* received 3"):
+        GymWrapper(raw, obs_key=3)
+    raw.close()
 
 
 # -- NoopResetEnv ---------------------------------------------------------------------------
@@ -122,13 +153,13 @@ def test_noop_reset_fixed_count_at_reset_and_after_an_episode_end():
     root = env.reset()
     assert _frames(base) == [12, 12, 12]  # 3 no-ops x frameskip 4
     screens = np.stack([e.unwrapped._get_obs() for e in base.env.envs])
-    np.testing.assert_array_equal(root["observation"].numpy(), screens)  # after the no-ops
+    np.testing.assert_array_equal(root["pixels"].numpy(), screens)  # after the no-ops
     # TimeLimit counts the no-ops: 3 + 3 policy steps end the episode
     data = env.rollout(3, auto_reset=False, break_when_any_done=False)
     assert data["next", "truncated"][:, 2].all()
     assert _frames(base) == [12, 12, 12]  # the finished sub-envs took their no-ops again
     screens = np.stack([e.unwrapped._get_obs() for e in base.env.envs])
-    np.testing.assert_array_equal(env._root_buf["observation"].numpy(), screens)
+    np.testing.assert_array_equal(env._root_buf["pixels"].numpy(), screens)
     env.close()
 
 

@@ -25,9 +25,9 @@ from rl_envs._action_check import action_needs_check
 from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
 from rl_envs._gym_autoreset import leaf, partial_reset_fn, transfer
-from rl_envs._gym_pixels import PIXELS, add_pixels
+from rl_envs._gym_pixels import PIXELS, add_pixels, observation_key
 from rl_envs._gym_specs import space_to_spec, torch_dtype
-from rl_envs._keys import ACTION, DONE, OBSERVATION, REWARD, TERMINATED, TRUNCATED
+from rl_envs._keys import ACTION, DONE, REWARD, TERMINATED, TRUNCATED
 from rl_envs._specs import TensorSpec, Unbounded
 from rl_envs._specs_discrete import OneHot
 
@@ -72,7 +72,9 @@ class GymWrapper(EnvBase):
         from_pixels: (a ``gymnasium.Env`` made with ``render_mode="rgb_array"``) its
             rendered frame, uint8 ``[H, W, 3]``, under ``"pixels"``, as TorchRL's.
         pixels_only: with ``from_pixels``, only ``"pixels"`` (default: the state too).
-        obs_key: the key of a non-dict observation (``"observation"``).
+        obs_key: the key of a non-dict observation; ``None`` (default): TorchRL's rule,
+            ``"pixels"`` for an RGB frame (``Box`` of rank 3, last dim 3, bounds 0 and 255,
+            e.g. ALE's single envs) and ``"observation"`` otherwise.
 
     Raises:
         ValueError: for a ``NEXT_STEP``/``DISABLED`` env that cannot reset a subset of its
@@ -105,7 +107,7 @@ class GymWrapper(EnvBase):
         unbatched: bool | None = None,
         from_pixels: bool = False,
         pixels_only: bool = False,
-        obs_key: str = OBSERVATION,
+        obs_key: str | None = None,
     ):
         import gymnasium as gym
 
@@ -172,11 +174,12 @@ class GymWrapper(EnvBase):
     # -- specs --------------------------------------------------------------------------
     def _build_specs(self, categorical: bool, info_keys: Any) -> None:
         b = self.batch_size
-        obs = space_to_spec(self._env.single_observation_space, b)
+        space = self._env.single_observation_space
+        obs, key = space_to_spec(space, b), observation_key(space, self._obs_key)
         self._obs_is_dict = isinstance(obs, Composite)
-        self.observation_spec = (
-            obs if self._obs_is_dict else Composite({self._obs_key: obs}, shape=b)
-        )
+        if not self._obs_is_dict:
+            obs = Composite({key: obs}, shape=b)
+        self.observation_spec = obs
         act = space_to_spec(
             self._env.single_action_space, b, categorical_action_encoding=categorical
         )

@@ -8,7 +8,6 @@ from typing import Any
 from rl_envs._gym import GymWrapper
 from rl_envs._gym_make import make_vector_env
 from rl_envs._gym_pixels import PIXELS, pixel_wrapper
-from rl_envs._keys import OBSERVATION
 from rl_envs._specs import TensorSpec
 
 __all__ = ["GymEnv"]
@@ -113,7 +112,7 @@ class GymEnv(GymWrapper):
                 frame_skip=frame_skip,
                 info_keys=info_keys,
                 device=device,
-                obs_key=PIXELS if from_pixels and pixels_only else OBSERVATION,
+                obs_key=PIXELS if from_pixels and pixels_only else None,
             )
         except BaseException:
             venv.close()
