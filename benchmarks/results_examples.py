@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +94,17 @@ EXAMPLES: dict[str, dict] = {
                      "HalfCheetah curves: "
                      "[CleanRL SAC docs](https://docs.cleanrl.dev/rl-algorithms/sac/)",
     },
+    "td3_mujoco": {
+        "task": "HalfCheetah-v5", "threshold": 3000.0, "budget": 100_000,
+        "published": "RL-Zoo's `TD3` (the same settings but 400x300 networks), 1M steps: "
+                     "[sb3/td3-HalfCheetah-v3](https://huggingface.co/sb3/td3-HalfCheetah-v3)",
+    },
+    "crossq_mujoco": {
+        "task": "HalfCheetah-v5", "threshold": 3000.0, "budget": 100_000,
+        "published": "sb3-contrib's `CrossQ` on six MuJoCo tasks (its docs' results plot): "
+                     "[sb3-contrib CrossQ docs](https://sb3-contrib.readthedocs.io/en/master/"
+                     "modules/crossq.html#results)",
+    },
     "ppo_atari": {
         "task": "ALE/Breakout-v5", "threshold": 10.0, "budget": 2_000_000,
         "published": "CleanRL `ppo_atari.py` has the same defaults; its Breakout curves (10M "
@@ -106,7 +118,7 @@ EXAMPLES: dict[str, dict] = {
 # one core each; ppo_atari ran at 74 frames/s there, so its 2M frames would take hours):
 # they are re-recorded only when that machine has the time, and the page says so when
 # they lack a run of the current code
-LONG_EXAMPLES = ("ppo_mujoco", "sac_mujoco", "ppo_atari")
+LONG_EXAMPLES = ("ppo_mujoco", "sac_mujoco", "td3_mujoco", "crossq_mujoco", "ppo_atari")
 
 
 # Short runs with one setting made wrong on purpose, beside a short run of the same example
@@ -226,27 +238,119 @@ def drop_stale(records: list[dict], extra: list[str]) -> list[dict]:
     return kept
 
 
-def run_one(name: str, seed: int, extra: list[str], timeout: float) -> dict:
-    """One example run in a fresh process; its record for the page."""
-    script = EXAMPLES_DIR / f"{name}.py"
-    load_before = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix=f"rl-results-{name}-") as tmp:
-        cmd = [sys.executable, str(script), "--seed", str(seed), "--logdir", str(Path(tmp) / "tb"),
-               *extra]
-        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout,
-                              check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{name} seed {seed} failed "
-                               f"({proc.returncode}):\n{proc.stderr[-3000:]}")
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        reached = frames_to_threshold(Path(tmp) / "tb", EXAMPLES[name]["threshold"])
-        series = logged_series(Path(tmp) / "tb")
-    shown = ["python", f"examples/{name}.py", "--seed", str(seed), *extra]
-    return {"example": name, "seed": seed, "code": code_fingerprint(name), "args": extra,
-            "command": " ".join(shown), "started": started,
-            "load_avg_1min_before": round(load_before, 2), "frames_to_threshold": reached,
+LOADED = 1.5  # a run whose highest 1-minute load exceeded this is marked "loaded" on the page
+LOAD_POLL = 5.0  # seconds between two samples of the load while runs are going
+
+
+class Run:
+    """One example run under way: its child process, scratch directory and load samples
+    (a plain class: the docs test loads this script without registering it as a module)."""
+
+    def __init__(self, name: str, seed: int, extra: list[str], timeout: float) -> None:
+        self.name, self.seed, self.extra = name, seed, extra
+        self.deadline = time.monotonic() + timeout
+        # the fingerprint of the code started (an edit while it runs does not count)
+        self.code = code_fingerprint(name)
+        self.tmp = tempfile.TemporaryDirectory(prefix=f"rl-results-{name}-")
+        self.started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        self.load_before = self.load_max = os.getloadavg()[0]
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def logdir(self) -> Path:
+        return Path(self.tmp.name) / "tb"
+
+
+def start_run(name: str, seed: int, extra: list[str], timeout: float) -> Run:
+    """Start ``examples/<name>.py --seed K`` in a fresh process with one torch thread (its
+    output to files in its scratch directory: no pipe to drain while others run)."""
+    run = Run(name, seed, extra, timeout)
+    cmd = [sys.executable, str(EXAMPLES_DIR / f"{name}.py"), "--seed", str(seed),
+           "--logdir", str(run.logdir), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    where = Path(run.tmp.name)
+    with open(where / "stdout", "w") as out, open(where / "stderr", "w") as err:
+        run.proc = subprocess.Popen(cmd, cwd=where, stdout=out, stderr=err, text=True, env=env)
+    return run
+
+
+def finish_run(run: Run) -> dict:
+    """The finished run's record for the page (its scratch directory removed).
+
+    Raises:
+        RuntimeError: the run exited with an error or ran past its timeout.
+    """
+    try:
+        if run.proc.returncode != 0:
+            err = (Path(run.tmp.name) / "stderr").read_text()
+            raise RuntimeError(f"{run.name} seed {run.seed} failed "
+                               f"({run.proc.returncode}):\n{err[-3000:]}")
+        stdout = (Path(run.tmp.name) / "stdout").read_text()
+        result = json.loads(stdout.strip().splitlines()[-1])
+        reached = frames_to_threshold(run.logdir, EXAMPLES[run.name]["threshold"])
+        series = logged_series(run.logdir)
+    finally:
+        run.tmp.cleanup()
+    shown = ["python", f"examples/{run.name}.py", "--seed", str(run.seed), *run.extra]
+    return {"example": run.name, "seed": run.seed, "code": run.code,
+            "args": run.extra, "command": " ".join(shown), "started": run.started,
+            "load_avg_1min_before": round(run.load_before, 2),
+            "load_avg_1min_max": round(run.load_max, 2), "frames_to_threshold": reached,
             "machine": machine(), **result, "series": series}
+
+
+def run_many(pairs: list[tuple[str, int]], extra: list[str], timeout: float, jobs: int,
+             on_record: Callable[[dict], None]) -> list[str]:
+    """Run the (example, seed) pairs, ``jobs`` at a time; ``on_record`` gets each finished
+    run's record, in this process only (one writer of the page). While waiting, the
+    1-minute load is sampled every ``LOAD_POLL`` s into each running run's highest load.
+
+    Returns:
+        The failures (one message per failed run); the other runs go on regardless.
+    """
+    todo, running, failures = list(pairs), [], []
+    try:
+        while todo or running:
+            while todo and len(running) < jobs:
+                name, seed = todo.pop(0)
+                print(f"running {name} seed {seed} ...", flush=True)
+                running.append(start_run(name, seed, extra, timeout))
+            time.sleep(min(LOAD_POLL, max(0.05, min(r.deadline for r in running)
+                                          - time.monotonic())))
+            load = os.getloadavg()[0]
+            for run in list(running):
+                run.load_max = max(run.load_max, load)
+                if run.proc.poll() is None and time.monotonic() > run.deadline:
+                    run.proc.kill()
+                    run.proc.wait()
+                    running.remove(run)
+                    run.tmp.cleanup()
+                    failures.append(f"{run.name} seed {run.seed}: over its {timeout:g} s timeout")
+                elif run.proc.poll() is not None:
+                    running.remove(run)
+                    try:
+                        on_record(finish_run(run))
+                    except (RuntimeError, ValueError, IndexError) as exc:
+                        failures.append(str(exc))
+    finally:
+        for run in running:  # interrupted: no child outlives the script
+            run.proc.kill()
+            run.proc.wait()
+            run.tmp.cleanup()
+    return failures
+
+
+def run_one(name: str, seed: int, extra: list[str], timeout: float) -> dict:
+    """One example run in a fresh process; its record for the page.
+
+    Raises:
+        RuntimeError: the run failed or ran past ``timeout``.
+    """
+    records: list[dict] = []
+    failures = run_many([(name, seed)], extra, timeout, 1, records.append)
+    if failures:
+        raise RuntimeError(failures[0])
+    return records[0]
 
 
 def dump_records(records: list[dict]) -> str:
@@ -455,6 +559,21 @@ def curves_section(by_name: dict[str, list[dict]], page: Path) -> list[str]:
     return lines
 
 
+def budget_notes() -> list[str]:
+    """Why an example's budget is what it is, where its spec says (``"budget_why"``)."""
+    notes = [f"- `{name}.py`, {spec['budget']:,} frames: {spec['budget_why']}"
+             for name, spec in EXAMPLES.items() if "budget_why" in spec]
+    return ["Budgets set by what a run costs here:", "", *notes, ""] if notes else []
+
+
+def load_cell(record: dict) -> str:
+    """``start / max`` 1-minute load of a run, *loaded* when the max exceeds ``LOADED``."""
+    peak = record.get("load_avg_1min_max")
+    if peak is None:  # recorded before the script sampled the load during a run
+        return f"{record['load_avg_1min_before']} / –"
+    return f"{record['load_avg_1min_before']} / {peak}" + (" loaded" if peak > LOADED else "")
+
+
 def _frames_to_target(record: dict) -> str:
     if "note" in record:
         return "not recorded"
@@ -481,6 +600,7 @@ def render(records: list[dict], argv: list[str], page: Path | None = None,
     missing = [f"`{name}.py`" for name, runs in by_name.items() if not runs]
     dates = sorted(r["started"] for r in records)
     loads = [r["load_avg_1min_before"] for r in records]
+    peaks = [r["load_avg_1min_max"] for r in records if "load_avg_1min_max" in r]
     machines = sorted({r["machine"] for r in records if "machine" in r})
     unrecorded = sum("machine" not in r for r in records)
     machine_line = "; ".join(machines) or "not recorded"
@@ -502,6 +622,11 @@ def render(records: list[dict], argv: list[str], page: Path | None = None,
         f"- 1-minute load average when each run started: {min(loads):.1f} to {max(loads):.1f} "
         "(the machine was shared: wall times and frames/s are upper and lower bounds of what an "
         "idle machine gives)" if loads else "",
+        *([f"- Highest 1-minute load while a run went on (sampled every {LOAD_POLL:g} s; recorded "
+           f"for {len(peaks)} of the {len(records)} runs): {min(peaks):.1f} to {max(peaks):.1f}; "
+           f"{sum(p > LOADED for p in peaks)} run(s) *loaded* (above {LOADED:g} on this "
+           "machine: their wall times and frames/s are slowed by other work, their returns "
+           "are not, each run being seeded and on one thread)"] if peaks else []),
         "",
         "Cells with a spread read `median [min, max]` over the runs. *Final return* is the mean "
         "return of the last 20 training episodes at the end of the run (the `mean_return` of the "
@@ -510,6 +635,7 @@ def render(records: list[dict], argv: list[str], page: Path | None = None,
         "",
         *([header, *rows] if rows else []),
         "",
+        *budget_notes(),
     ]
     if missing:
         long = [f"`{name}.py`" for name in LONG_EXAMPLES if f"`{name}.py`" in missing]
@@ -529,11 +655,11 @@ def render(records: list[dict], argv: list[str], page: Path | None = None,
         "others; *Code* is the fingerprint of the example's code that ran, and a record whose "
         "example has changed since is dropped, never mixed with runs of the new code):",
         "",
-        "| Example | Code | Seed | Started | Load | Frames | Final return | Frames to target | "
-        "Seconds | Frames/s | Note |",
+        "| Example | Code | Seed | Started | Load (start / max) | Frames | Final return | "
+        "Frames to target | Seconds | Frames/s | Note |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
         *[f"| `{r['example']}` | `{r['code']}` | {r['seed']} | {r['started']} | "
-          f"{r['load_avg_1min_before']} | {r['frames']:,} | {r['mean_return']} | "
+          f"{load_cell(r)} | {r['frames']:,} | {r['mean_return']} | "
           f"{_frames_to_target(r)} | {r['seconds']} | {r['fps']} | {r.get('note', '')} |"
           for r in sorted(records, key=lambda r: (r['example'], r['seed']))],
         "",
@@ -577,6 +703,8 @@ def main() -> None:
                         help="run again the (example, seed) pairs already on the page")
     parser.add_argument("--render-only", action="store_true",
                         help="re-render the page from its recorded runs")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at once, each its own process with one torch thread")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds one run may take")
     parser.add_argument("--page", type=Path, default=PAGE)
     parser.add_argument("--health", action="store_true",
@@ -586,6 +714,8 @@ def main() -> None:
                         help="read and run the example scripts from this directory")
     args, extra = parser.parse_known_args()
     EXAMPLES_DIR = args.examples_dir.resolve()
+    if args.jobs < 1:
+        parser.error(f"--jobs: expected a positive number of runs at once, got {args.jobs}")
     if args.health:
         run_health_variants(args.names or list(HEALTH_VARIANTS), args.timeout)
         return
@@ -596,23 +726,31 @@ def main() -> None:
     recorded = load_records(args.page)
     records = drop_stale(recorded, extra)
     stale = load_superseded(args.page) + [r for r in recorded if r not in records]
+    failures: list[str] = []
     if not args.render_only:
-        for name in names:
-            for seed in range(args.seeds):
-                done = any(r["example"] == name and r["seed"] == seed for r in records)
-                if done and not args.rerun:
-                    continue
-                print(f"running {name} seed {seed} ...", flush=True)
-                record = run_one(name, seed, extra, args.timeout)
-                records = [r for r in records
-                           if not (r["example"] == name and r["seed"] == seed)] + [record]
-                # after every run: nothing lost
-                args.page.write_text(render(records, sys.argv[1:], args.page,
-                                            superseded_runs(stale, records)))
-                print(json.dumps(record), flush=True)
+        pairs = [(name, seed) for name in names for seed in range(args.seeds)
+                 if args.rerun or not any(r["example"] == name and r["seed"] == seed
+                                          for r in records)]
+
+        def keep(record: dict) -> None:
+            # after every run, by this process only: nothing lost; the page is read again
+            # first, so the runs another call recorded meanwhile stay
+            nonlocal records, stale
+            print(json.dumps(record), flush=True)
+            now = load_records(args.page)
+            records = [r for r in drop_stale(now + [record], extra)
+                       if r is record or (r["example"], r["seed"]) != (record["example"],
+                                                                       record["seed"])]
+            stale = load_superseded(args.page) + [r for r in now if r not in records]
+            args.page.write_text(render(records, sys.argv[1:], args.page,
+                                        superseded_runs(stale, records)))
+
+        failures = run_many(pairs, extra, args.timeout, args.jobs, keep)
     args.page.write_text(render(records, sys.argv[1:], args.page,
                                 superseded_runs(stale, records)))
     print(f"wrote {args.page}")
+    if failures:
+        raise SystemExit("failed runs:\n" + "\n".join(failures))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import dataclasses
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 
 import torch
 from rl_collectors import Checkpointer, Collector
@@ -218,12 +219,36 @@ def make_logger(cfg: Config):
     return experiment_logger(cfg.logger, cfg.logdir, cfg, video=cfg.video, model_name="sac")
 
 
-def main(cfg: Config) -> dict:
+def make_optimizer(loss_fn, cfg: Config) -> torch.optim.Optimizer:
+    """One Adam over every trained parameter of the loss (actor, critics, temperature)."""
+    return torch.optim.Adam([p for p in loss_fn.parameters() if p.requires_grad], lr=cfg.lr)
+
+
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """The pieces an algorithm's example may replace in ``main``'s loop (``crossq_mujoco.py``
+    builds its own critics and optimiser and runs this loop).
+
+    Attributes:
+        agent: ``(env, cfg) -> (actor, qvalue)``.
+        loss: ``(actor, qvalue, env, cfg) -> (loss module, target updater or None)``.
+        policy: ``(actor, env, cfg) -> the module the collector runs``.
+        optimizer: ``(loss module, cfg) -> the optimiser``.
+    """
+
+    agent: Callable = make_agent
+    loss: Callable = make_loss
+    policy: Callable = exploring_policy
+    optimizer: Callable = make_optimizer
+
+
+def main(cfg: Config, parts: Parts | None = None) -> dict:
+    parts = parts or Parts()
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     torch.distributions.Distribution.set_default_validate_args(False)  # no per-call checks
     env = make_env(cfg)
-    actor, qvalue = make_agent(env, cfg)
+    actor, qvalue = parts.agent(env, cfg)
     frames_per_batch = cfg.num_envs * cfg.steps_per_env
     # Wiring: the collector samples actions from the actor (uniformly at random for the
     # first `learning_starts` frames); the buffer keeps every transition; the loss trains
@@ -231,7 +256,7 @@ def main(cfg: Config) -> dict:
     # critics; the collector's actor is the trained one (same module, same device).
     collector = Collector(
         env,
-        exploring_policy(actor, env, cfg),
+        parts.policy(actor, env, cfg),
         frames_per_batch=frames_per_batch,
         total_frames=cfg.total_frames,
         check_finite=not cfg.no_check_finite,
@@ -240,8 +265,8 @@ def main(cfg: Config) -> dict:
     )
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size, device=cfg.device),
                                     sampler=RandomSampler(), batch_size=cfg.batch_size)
-    loss_fn, target_updater = make_loss(actor, qvalue, env, cfg)
-    optim = torch.optim.Adam([p for p in loss_fn.parameters() if p.requires_grad], lr=cfg.lr)
+    loss_fn, target_updater = parts.loss(actor, qvalue, env, cfg)
+    optim = parts.optimizer(loss_fn, cfg)
     logger, returns = make_logger(cfg), deque(maxlen=20)
     timing = RunReport(
         f"{cfg.algo.upper()} {cfg.env_id}", profile=cfg.profile or None

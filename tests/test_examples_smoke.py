@@ -32,6 +32,10 @@ EXTRA_ARGS = {
                         "--updates-per-frame", "0.05"],
     # one HalfCheetah episode is 1000 steps: it ends inside the 1024 frames
     "sac_mujoco.py": ["--learning-starts", "16", "--updates-per-frame", "0.05", "--hidden", "64"],
+    # sac_mujoco.py's loop with TD3's and CrossQ's defaults (CrossQ's critics made narrow)
+    "td3_mujoco.py": ["--learning-starts", "16", "--updates-per-frame", "0.05", "--hidden", "64"],
+    "crossq_mujoco.py": ["--learning-starts", "16", "--updates-per-frame", "0.05", "--hidden", "64",
+                         "--critic-hidden", "64"],
     # offline: a 1,000-frame random Pendulum dataset made first (in the scratch directory),
     # then 256 IQL gradient steps ("frames"), evaluated twice
     "iql_offline.py": ["--env-id", "Pendulum-v1", "--dataset-id", "test/pendulum-random-v0",

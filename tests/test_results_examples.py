@@ -1,0 +1,122 @@
+"""``benchmarks/results_examples.py`` on a tiny fake example directory: ``--jobs`` runs
+overlap, each child gets one thread, the parent alone writes the page after each run, the
+highest load seen during a run is recorded and marks the run *loaded*, a failed run does not
+stop the others; and the new examples' fingerprints follow the loop they import."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# a stand-in example: argparse like the real ones, TensorBoard scalars written without torch
+# (fast to start), its start and end time and its thread setting in the JSON last line
+FAKE = """
+import argparse, json, os, sys, time
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--seed", type=int)
+parser.add_argument("--logdir")
+args = parser.parse_args()
+start = time.time()
+if args.seed == int(os.environ.get("FAKE_FAIL_SEED", "-1")):
+    sys.exit("fake failure")
+writer = EventFileWriter(args.logdir)
+for step, value in ((10, 1.0), (20, 5.0 + args.seed)):
+    tag = Summary.Value(tag="charts/episodic_return", simple_value=value)
+    writer.add_event(Event(step=step, wall_time=start, summary=Summary(value=[tag])))
+writer.close()
+time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+print("a progress line")
+print(json.dumps({"frames": 20, "seconds": 0.1, "mean_return": 5.0 + args.seed, "fps": 200.0,
+                  "t0": start, "t1": time.time(), "omp": os.environ.get("OMP_NUM_THREADS")}))
+"""
+
+
+@pytest.fixture
+def script(bench_script, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The script as a module, its examples a fake ``fake.py`` in ``tmp_path/examples``."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # its sibling imports (run, peers)
+    module = bench_script("results_examples")
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    (examples / "fake.py").write_text(FAKE)
+    monkeypatch.setattr(module, "EXAMPLES", {"fake": {
+        "task": "Fake-v0", "threshold": 6.0, "budget": 20, "published": "none"}})
+    monkeypatch.setattr(module, "LOAD_POLL", 0.1)
+    return module
+
+
+def _main(module, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> list[dict]:
+    page = tmp_path / "results.md"
+    monkeypatch.setattr(sys, "argv", ["results_examples.py", "fake", "--page", str(page),
+                                      "--examples-dir", str(tmp_path / "examples"), *args])
+    module.main()
+    return module.load_records(page)
+
+
+@pytest.mark.timeout(120)
+def test_jobs_run_at_once_one_thread_each_and_record_their_load(
+    script, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_SLEEP", "1.5")
+    writes = []
+    render = script.render
+    monkeypatch.setattr(script, "render", lambda *a: writes.append(len(a[0])) or render(*a))
+    records = _main(script, tmp_path, monkeypatch, "--seeds", "3", "--jobs", "2")
+    assert sorted(r["seed"] for r in records) == [0, 1, 2]
+    # the page written by the parent once per finished run, then once at the end
+    assert writes == [1, 2, 3, 3]
+    spans = sorted((r["t0"], r["t1"]) for r in records)
+    assert spans[1][0] < spans[0][1], f"two jobs should have run at once: {spans}"
+    for r in records:
+        assert r["omp"] == "1"
+        assert r["load_avg_1min_max"] >= r["load_avg_1min_before"] >= 0
+        assert r["frames_to_threshold"] == (None if r["seed"] == 0 else 20)
+        assert r["code"] == script.code_fingerprint("fake")
+    assert not list(Path(script.tempfile.gettempdir()).glob("rl-results-fake-*"))
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_run_leaves_the_others_recorded(script, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_FAIL_SEED", "1")
+    with pytest.raises(SystemExit, match="(?s)fake seed 1 failed.*fake failure"):
+        _main(script, tmp_path, monkeypatch, "--seeds", "3", "--jobs", "3")
+    records = script.load_records(tmp_path / "results.md")
+    assert sorted(r["seed"] for r in records) == [0, 2]
+
+
+def test_jobs_must_be_positive(script, tmp_path, monkeypatch, capsys) -> None:
+    with pytest.raises(SystemExit):
+        _main(script, tmp_path, monkeypatch, "--jobs", "0")
+    assert "--jobs: expected a positive number of runs at once, got 0" in capsys.readouterr().err
+
+
+def test_the_page_marks_loaded_runs(script, tmp_path: Path) -> None:
+    base = {"example": "fake", "code": "c", "started": "2026-11-27 00:00 UTC", "frames": 20,
+            "mean_return": 5.0, "frames_to_threshold": None, "seconds": 1.0, "fps": 20.0}
+    quiet = {**base, "seed": 0, "load_avg_1min_before": 0.2, "load_avg_1min_max": 1.1}
+    busy = {**base, "seed": 1, "load_avg_1min_before": 0.4, "load_avg_1min_max": 3.4}
+    old = {**base, "seed": 2, "load_avg_1min_before": 0.3}  # recorded before the max was kept
+    assert script.load_cell(quiet) == "0.2 / 1.1"
+    assert script.load_cell(busy) == "0.4 / 3.4 loaded"
+    assert script.load_cell(old) == "0.3 / –"
+    page = script.render([quiet, busy, old], ["fake"], tmp_path / "results.md")
+    assert "| 0.4 / 3.4 loaded |" in page
+    assert "recorded for 2 of the 3 runs): 1.1 to 3.4; 1 run(s) *loaded*" in page
+
+
+def test_the_new_examples_are_fingerprinted_with_the_loop_they_run(bench_script) -> None:
+    module = bench_script("results_examples")
+    for name in ("td3_mujoco", "crossq_mujoco"):
+        tree = module._code_dump(module.EXAMPLES_DIR / f"{name}.py")[1]
+        assert module.sibling_imports(tree) == ["sac_pendulum"]
+        assert name in module.EXAMPLES and name in module.LONG_EXAMPLES
+    assert module.EXAMPLES["td3_mujoco"]["threshold"] == 3000.0
+    assert module.EXAMPLES["td3_mujoco"]["budget"] == 100_000
