@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -10,6 +11,7 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from rl_objectives import _keys
+from rl_objectives._action_space import find_action_space
 from rl_objectives._loss_base import LossModule, distance_loss
 from rl_objectives._tensor_keys import StepKeys
 from rl_objectives.value._td import td0_return_estimate
@@ -30,15 +32,19 @@ class DQNLoss(LossModule):
         loss_function: ``"l1"``, ``"l2"`` or ``"smooth_l1"``.
         delay_value: keep a target network ``target_value_network``.
         double_dqn: select the next action with the online network.
-        action_space: ``"one-hot"`` or ``"categorical"``; inferred from the action's dtype
-            when ``None`` (integer: categorical).
+        action_space: ``"one-hot"`` (or ``"one_hot"``), ``"categorical"``, or an action
+            spec as TorchRL takes it (``OneHot``, ``Categorical``, a ``Composite`` with an
+            ``"action"`` entry: ``env.action_spec``); inferred from the action's dtype when
+            ``None`` (integer: categorical).
         reduction: ``"mean"`` (default), ``"sum"``, or ``"none"`` for the per-sample loss
             ``[*B]``, e.g. to weight it by prioritized replay's ``priority_weight``
             (``(out["loss"] * sample["priority_weight"]).mean()``).
 
     Raises:
         TypeError: ``value_network`` is not a tensordict module.
-        ValueError: an unknown ``action_space``, ``loss_function`` or ``reduction``.
+        ValueError: an unknown ``action_space`` (or a spec of another kind: multi-one-hot,
+            binary, multi-categorical), ``loss_function`` or ``reduction``.
+        TypeError: ``action_space`` neither a name, a spec nor ``None``.
 
     Examples:
         >>> import torch
@@ -77,7 +83,7 @@ class DQNLoss(LossModule):
         loss_function: str = "l2",
         delay_value: bool = True,
         double_dqn: bool = False,
-        action_space: str | None = None,
+        action_space: Any = None,
         reduction: str = "mean",
     ) -> None:
         super().__init__()
@@ -85,10 +91,7 @@ class DQNLoss(LossModule):
             raise TypeError(
                 f"value_network must be a tensordict.nn module, got {type(value_network).__name__}"
             )
-        if action_space not in (None, "one-hot", "categorical"):
-            raise ValueError(
-                f"action_space must be 'one-hot', 'categorical' or None, got {action_space!r}"
-            )
+        action_space = find_action_space(action_space, "DQNLoss")
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
         distance_loss(torch.zeros(1), torch.zeros(1), loss_function)
