@@ -75,3 +75,21 @@ def test_slice_sampler_without_replacement_draws_each_episode_once_per_epoch() -
     few.extend(TensorDict({"traj": torch.arange(60) // 10}, [60]))
     with pytest.raises(ValueError, match="num_slices: 7 slices without replacement"):
         few.sample()
+
+
+@pytest.mark.parametrize("cls", ["SliceSampler", "SliceSamplerWithoutReplacement",
+                                 "PrioritizedSliceSampler"])
+def test_slice_samplers_take_cache_values_and_see_every_write(cls: str) -> None:
+    """TorchRL's ``cache_values=True`` (dqn_with_rnn.py passes it): the boundaries cached
+    after one write are recomputed after the next, so new episodes are sampled."""
+    extra = {"max_capacity": 40, "alpha": 0.7, "beta": 0.9} if cls.startswith("Prior") else {}
+    sampler = getattr(samplers, cls)(slice_len=5, traj_key="traj", cache_values=True, **extra)
+    assert sampler.cache_values is True
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(40), sampler=sampler, batch_size=10)
+    rb.extend(TensorDict(traj=torch.arange(10) // 5 * 2, batch_size=[10]))  # episodes 0, 2
+    assert set(rb.sample()["traj"].tolist()) <= {0, 2}
+    rb.extend(TensorDict(traj=torch.ones(30, dtype=torch.long), batch_size=[30]))
+    seen = set()
+    for _ in range(20):
+        seen |= set(rb.sample()["traj"].tolist())
+    assert 1 in seen  # the second write's episode, found after the cache was renewed

@@ -44,6 +44,9 @@ class SliceSampler(Sampler):
         end_key: key marking episode ends; ``("next", "done")`` when neither key is given.
         strict_length: only sample episodes of at least ``slice_len`` steps; if
             ``False``, shorter episodes give shorter slices and a smaller batch.
+        cache_values: TorchRL's switch for caching episode boundaries between writes;
+            accepted, and a no-op here: boundaries are always cached and recomputed after
+            each write, TorchRL's ``cache_values=True`` behaviour.
 
     Raises:
         ValueError: both or neither of ``num_slices``/``slice_len``, or both keys.
@@ -69,6 +72,7 @@ class SliceSampler(Sampler):
         traj_key: Any = None,
         end_key: Any = None,
         strict_length: bool = True,
+        cache_values: bool = False,
     ) -> None:
         if (num_slices is None) == (slice_len is None):
             raise ValueError(
@@ -84,6 +88,7 @@ class SliceSampler(Sampler):
         self.traj_key = traj_key
         self.end_key = end_key if (end_key is not None or traj_key is not None) else DONE
         self.strict_length = bool(strict_length)
+        self.cache_values = bool(cache_values)
         self._version = 0
         self._seam = -1
         self._cache: tuple | None = None

@@ -42,6 +42,7 @@ class PrioritizedSliceSampler(SliceSampler):
         traj_key: key of trajectory ids.
         end_key: key marking episode ends.
         strict_length: only slices of ``slice_len`` steps.
+        cache_values: as :class:`SliceSampler`'s (accepted; boundaries are always cached).
 
     Raises:
         ValueError: as :class:`PrioritizedSampler` and :class:`SliceSampler`.
@@ -72,9 +73,11 @@ class PrioritizedSliceSampler(SliceSampler):
         traj_key: Any = None,
         end_key: Any = None,
         strict_length: bool = True,
+        cache_values: bool = False,
     ) -> None:
         super().__init__(num_slices=num_slices, slice_len=slice_len, traj_key=traj_key,
-                         end_key=end_key, strict_length=strict_length)
+                         end_key=end_key, strict_length=strict_length,
+                         cache_values=cache_values)
         self._priorities = PrioritizedSampler(max_capacity, alpha, beta, eps)
         self.max_capacity, self.alpha, self.beta, self.eps = max_capacity, alpha, beta, eps
 

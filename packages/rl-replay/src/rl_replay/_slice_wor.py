@@ -28,6 +28,7 @@ class SliceSamplerWithoutReplacement(SliceSampler):
         traj_key: key of trajectory ids.
         end_key: key marking episode ends.
         strict_length: only episodes of at least ``slice_len`` steps.
+        cache_values: as :class:`SliceSampler`'s (accepted; boundaries are always cached).
         shuffle: a random order per epoch (else storage order).
 
     Raises:
@@ -54,10 +55,12 @@ class SliceSamplerWithoutReplacement(SliceSampler):
         traj_key: Any = None,
         end_key: Any = None,
         strict_length: bool = True,
+        cache_values: bool = False,
         shuffle: bool = True,
     ) -> None:
         super().__init__(num_slices=num_slices, slice_len=slice_len, traj_key=traj_key,
-                         end_key=end_key, strict_length=strict_length)
+                         end_key=end_key, strict_length=strict_length,
+                         cache_values=cache_values)
         self.shuffle = bool(shuffle)
         self._order: torch.Tensor | None = None
         self._epoch_of: tuple[int, int] | None = None
