@@ -129,3 +129,14 @@ def test_egreedy_takes_torchrl_device():
     assert explore.eps.device == torch.device("cpu") and float(explore.eps) == pytest.approx(0.2)
     explore.step(10)
     assert float(explore.eps) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("spec", [Categorical(3), OneHot(3)], ids=["categorical", "one-hot"])
+def test_epsilon_greedy_on_one_unbatched_action(spec):
+    """A ``[]`` env's single action (TorchRL's dqn_with_rnn.py: ``GymEnv(name)``)."""
+    explore = EGreedyModule(spec, eps_init=1.0, eps_end=1.0, annealing_num_steps=1)
+    greedy = spec.zero()
+    draws = torch.stack([explore(TensorDict(action=greedy.clone()))["action"]
+                         for _ in range(200)])
+    assert draws.shape == (200, *spec.shape)
+    assert all(spec.is_in(d) for d in draws) and (draws != greedy).any()

@@ -167,7 +167,7 @@ class EGreedyModule(_Annealed):
         action = tensordict.get(self.action_key)
         batch = action.shape[: action.ndim - len(self.spec.shape)]
         explore = torch.rand(batch, device=action.device) < self.eps
-        explore = explore.reshape(*batch, *([1] * len(self.spec.shape)))
+        explore = explore.reshape((*batch, *([1] * len(self.spec.shape))))  # () for one action
         tensordict.set(
             self.action_key, torch.where(explore, self._random(action, tensordict), action)
         )
