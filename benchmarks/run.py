@@ -56,6 +56,8 @@ OURS = (
 STANDALONE = {
     "compile_runs": "whole training runs, eager against --compile, in fresh processes (hours "
     "at the examples' budgets); writes results/compile_runs.json",
+    "crossq": "one CrossQ gradient step at sb3-contrib's sizes, ours and plain torch, two "
+    "critic widths (minutes); writes results/crossq_step.json",
     "finite_check": "ppo_cartpole runs with and without the NaN guard, in fresh processes; "
     "prints one JSON object",
     "gpu": "needs a CUDA GPU (tools/gpu/run_check.py runs it on a lent machine); writes "

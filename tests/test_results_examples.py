@@ -120,3 +120,24 @@ def test_the_new_examples_are_fingerprinted_with_the_loop_they_run(bench_script)
         assert name in module.EXAMPLES and name in module.LONG_EXAMPLES
     assert module.EXAMPLES["td3_mujoco"]["threshold"] == 3000.0
     assert module.EXAMPLES["td3_mujoco"]["budget"] == 100_000
+
+
+def test_crossq_budget_is_one_figure_and_the_page_says_why(bench_script, tmp_path) -> None:
+    """The budget in the results entry, the example's default and the peer race agree, and
+    the page's note quotes the step cost from the bench's file and SAC's curves."""
+    import ast
+
+    module = bench_script("results_examples")
+    spec = module.EXAMPLES["crossq_mujoco"]
+    tree = ast.parse((ROOT / "examples" / "crossq_mujoco.py").read_text())
+    config = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Config")
+    default = next(ast.literal_eval(n.value) for n in config.body
+                   if isinstance(n, ast.AnnAssign) and n.target.id == "total_frames")
+    assert spec["budget"] == default
+    peers = (ROOT / "benchmarks" / "compare_peers.py").read_text()
+    assert f'"HalfCheetah-v5", {default:_}, None, "crossq_mujoco"' in peers
+    sac = {"example": "sac_mujoco", "seed": 1, "code": "old",
+           "series": {module.RETURN_TAG: [[10_000, -300.0], [29_000, 42.5], [31_000, 90.0]]}}
+    notes = "\n".join(module.budget_notes([sac]))
+    assert f"`crossq_mujoco.py`, {default:,} frames: about an hour a seed" in notes
+    assert "seed 1 42.5 (code old)" in notes and "{" not in notes
