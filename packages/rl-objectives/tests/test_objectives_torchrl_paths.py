@@ -110,3 +110,33 @@ def test_soft_update_needs_exactly_one_of_tau_and_eps() -> None:
     with pytest.raises(ValueError, match="tau, eps: give exactly one"):
         SoftUpdate(loss, tau=0.1, eps=0.9)
     assert SoftUpdate(loss, eps=0.99).tau == pytest.approx(0.01)
+
+
+def test_group_optimizers_steps_as_the_separate_optimizers() -> None:
+    """TorchRL's ``group_optimizers`` (its SAC/IQL/CQL sota scripts): one optimizer, each
+    group with its own lr, the same updates as the optimizers stepped one by one."""
+    torch.manual_seed(0)
+    nets = [torch.nn.Linear(3, 2), torch.nn.Linear(3, 1)]
+    twins = [torch.nn.Linear(3, 2), torch.nn.Linear(3, 1)]
+    for net, twin in zip(nets, twins, strict=True):
+        twin.load_state_dict(net.state_dict())
+    grouped = rl_objectives.utils.group_optimizers(
+        torch.optim.Adam(nets[0].parameters(), lr=1e-2), None,
+        torch.optim.Adam(nets[1].parameters(), lr=1e-3))
+    apart = [torch.optim.Adam(twins[0].parameters(), lr=1e-2),
+             torch.optim.Adam(twins[1].parameters(), lr=1e-3)]
+    x = torch.randn(8, 3)
+    for _ in range(3):
+        for ms, opts in ((nets, [grouped]), (twins, apart)):
+            sum(m(x).square().sum() for m in ms).backward()
+            for o in opts:
+                o.step()
+                o.zero_grad()
+    for net, twin in zip(nets, twins, strict=True):
+        torch.testing.assert_close(net.weight, twin.weight, rtol=0, atol=0)
+    assert rl_objectives.group_optimizers is rl_objectives.utils.group_optimizers
+    with pytest.raises(ValueError, match="one type, received Adam, SGD"):
+        rl_objectives.group_optimizers(torch.optim.Adam(nets[0].parameters()),
+                                       torch.optim.SGD(nets[1].parameters(), lr=0.1))
+    with pytest.raises(TypeError, match="received Linear"):
+        rl_objectives.group_optimizers(nets[0])

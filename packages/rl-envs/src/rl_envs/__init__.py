@@ -8,6 +8,7 @@ from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
 from rl_envs._fast_path import FastPathEnv
 from rl_envs._gym import GymWrapper
+from rl_envs._gym_backend import gym_backend, set_gym_backend
 from rl_envs._gym_env import GymEnv
 from rl_envs._policy import RandomPolicy
 from rl_envs._rollout import carry_pairs, carry_state
@@ -135,5 +136,7 @@ __all__ = [
     "carry_pairs",
     "carry_state",
     "check_env_specs",
+    "gym_backend",
+    "set_gym_backend",
     "step_mdp",
 ]

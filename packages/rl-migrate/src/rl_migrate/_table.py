@@ -107,12 +107,10 @@ ARGS: dict[tuple[str, str], tuple[str, str]] = {
 _FAMILIES: dict[str, tuple[str, ...]] = {
     "`torchrl._utils` helpers": ("timeit", "logger", "get_available_device", "torchrl_logger",
                                  "_utils", "merge_ray_runtime_env"),
-    "`set_gym_backend`": ("set_gym_backend",),
     "Replay: n-step and slice samplers": (
         "LazyStackStorage", "RayReplayBuffer"),
     "Transforms not here yet": ("RNDTransform", "R3MTransform",
                                 "VIPTransform", "BatchSizeTransform", "RandomCropTensorDict"),
-    "Optimiser helpers": ("group_optimizers",),
 }
 _PREFIXES: dict[str, tuple[str, ...]] = {
     "Other simulators and their envs": ("torchrl.envs.libs.",),

@@ -20,6 +20,7 @@ from rl_objectives._distributional_dqn import DistributionalDQNLoss
 from rl_objectives._dqn import DQNLoss
 from rl_objectives._iql import IQLLoss
 from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
+from rl_objectives._optim import group_optimizers
 from rl_objectives._ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
 from rl_objectives._redq import REDQLoss
 from rl_objectives._sac import SACLoss
@@ -82,5 +83,6 @@ __all__ = [
     "compile_with_warmup",
     "default_value_kwargs",
     "distance_loss",
+    "group_optimizers",
     "make_update_step",
 ]
