@@ -23,9 +23,19 @@ taken from the script's namespace, so each side uses its own library): the sum o
 (imports included). Runs alternate sides seed by seed, one at a time; each result is
 appended to ``--out`` as it arrives, with the load average. The summary is the median
 of each side and the bootstrap 90% interval of the ratio of medians (ours / TorchRL,
-seeds resampled within each side, 10,000 resamples); the target is [0.8, 1.25]. Wall
+seeds resampled within each side, 10,000 resamples); the target is [0.8, 1.25]. Beside it,
+the comparison's resolution: the same interval when both sides are drawn from the pooled
+returns (one library by construction), and how many seeds a side would make that fit. Wall
 times are only comparable on an idle machine (``loaded`` marks runs that started with
 a 1-minute load average above half the cores).
+
+Imports are byte-compiled on both sides, as in any Python install (pip compiles at install
+time; Python writes ``__pycache__`` on first import): the children run without
+``PYTHONDONTWRITEBYTECODE``, and before a side's first timed run one untimed process
+imports what the tutorial imports (``--warm``), so the caches exist. With the variable set
+(this sandbox sets it; ``--no-bytecode`` keeps it), every run compiled torch's, tensordict's
+and its library's sources again: a fixed cost on both sides, which hides the libraries'
+own difference. Each row records ``bytecode``.
 """
 
 from __future__ import annotations
@@ -86,6 +96,14 @@ def final_return(namespace: dict[str, Any]) -> float:
     return float(rollout["next", "reward"].sum())
 
 
+def warm_imports(script: str, side: str) -> None:
+    """Run only the tutorial's top-level imports (its migrated ones on our side), so that
+    their byte-compiled caches exist before a timed run."""
+    tree = ast.parse(patched_source(script, side, 1), script)
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    exec(compile(ast.Module(imports, []), script, "exec"), {"__name__": "__warm__"})  # noqa: S102
+
+
 def run_one(script: str, side: str, seed: int, frames: int) -> dict[str, Any]:
     """One run of the tutorial in this process; returns its result row."""
     import numpy as np
@@ -113,6 +131,8 @@ def run_one(script: str, side: str, seed: int, frames: int) -> dict[str, Any]:
 def child_env(side: str, args: argparse.Namespace) -> dict[str, str]:
     """The environment of one run's process: one thread, the side's import path."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    if args.bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     paths = [p for p in (args.extra_path,) if p]
     if side == "torchrl":
         if not args.torchrl_path:
@@ -139,8 +159,16 @@ def spawn(side: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"{side} seed {seed}: exit {out.returncode} (log: {log})")
     row = json.loads(out.stdout.strip().splitlines()[-1])
     row["load_avg_1min_before"] = round(load, 2)
+    row["bytecode"] = args.bytecode
     row["loaded"] = load > (os.cpu_count() or 1) / 2
     return row
+
+
+def warm(side: str, args: argparse.Namespace) -> None:
+    """One untimed process importing what the tutorial imports (writes the bytecode)."""
+    cmd = [sys.executable, __file__, "--warm", "--side", side, "--script", args.script]
+    subprocess.run(cmd, env=child_env(side, args), stdout=subprocess.DEVNULL,
+                   timeout=args.timeout, check=True)
 
 
 def bootstrap_ratio(ours: list[float], theirs: list[float], n: int = 10_000,
@@ -155,6 +183,34 @@ def bootstrap_ratio(ours: list[float], theirs: list[float], n: int = 10_000,
     ratios = ra / rb
     low, high = np.percentile(ratios, [5, 95])
     return float(np.median(a) / np.median(b)), float(low), float(high)
+
+
+def resolution(ours: list[float], theirs: list[float], n: int = 4_000,
+               seed: int = 0) -> dict[str, Any]:
+    """What a comparison of this size can tell apart: both sides drawn from the pooled returns
+    (one library, by construction), the 90% interval of their ratio of medians at this many
+    seeds a side, and the fewest seeds a side (of 10, 20, 40, ... 640) whose interval fits the
+    target. An interval this wide at equal libraries is the task's seed variance, not a gap."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    pool = np.asarray(list(ours) + list(theirs), dtype=float)
+
+    def interval(k: int) -> tuple[float, float]:
+        ra = np.median(pool[rng.integers(0, len(pool), (n, k))], axis=1)
+        rb = np.median(pool[rng.integers(0, len(pool), (n, k))], axis=1)
+        low, high = np.percentile(ra / rb, [5, 95])
+        return float(low), float(high)
+
+    low, high = interval(min(len(ours), len(theirs)))
+    needed = None
+    for k in (10, 20, 40, 80, 160, 320, 640):
+        k_low, k_high = interval(k)
+        if k_low >= 0.8 and k_high <= 1.25:
+            needed = k
+            break
+    return {"same_library_ci90": [round(low, 3), round(high, 3)],
+            "seeds_a_side_to_fit_target": needed}
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -178,6 +234,9 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out["return_ratio"] = {"median_ratio": round(ratio, 3), "ci90": [round(low, 3),
                                round(high, 3)], "target": [0.8, 1.25],
                                "within_target": low >= 0.8 and high <= 1.25}
+        out["resolution"] = resolution(
+            [r["final_return"] for r in by["ours"]], [r["final_return"] for r in by["torchrl"]]
+        )
         out["speed_ours_over_torchrl"] = round(
             out["torchrl"]["median_seconds"] / out["ours"]["median_seconds"], 3)
     return out
@@ -217,7 +276,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--log-dir", default="", help="each run's stderr, one file a run")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--resume", action="store_true", help="keep --out's rows, skip them")
+    parser.add_argument("--no-bytecode", dest="bytecode", action="store_false",
+                        help="keep PYTHONDONTWRITEBYTECODE (every run compiles its imports)")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--warm", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     return parser.parse_args()
@@ -228,6 +290,9 @@ def main() -> None:
     if args.one:
         print(json.dumps(run_one(args.script, args.side, args.seed, args.frames)))
         return
+    if args.warm:
+        warm_imports(args.script, args.side)
+        return
     args.torchrl_version = torchrl_version(args.torchrl_path)
     if args.log_dir:
         Path(args.log_dir).mkdir(parents=True, exist_ok=True)
@@ -235,10 +300,14 @@ def main() -> None:
     if args.resume and Path(args.out).exists():
         rows = json.loads(Path(args.out).read_text())["runs"]
     done = {(r["side"], r["seed"]) for r in rows}
+    warmed: set[str] = set()
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for side in args.sides.split(","):
             if (side, seed) in done:
                 continue
+            if args.bytecode and side not in warmed:
+                warm(side, args)
+                warmed.add(side)
             rows.append(spawn(side, seed, args))
             write(rows, args)
             print(json.dumps(rows[-1]), flush=True)

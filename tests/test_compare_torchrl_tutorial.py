@@ -42,3 +42,18 @@ def test_ratio_of_medians_and_its_interval(bench_script) -> None:
     summary = driver.summary(rows)
     assert summary["return_ratio"]["median_ratio"] == 0.95
     assert summary["speed_ours_over_torchrl"] == 3.0
+
+
+def test_warm_runs_only_the_imports_and_children_write_bytecode(
+    tmp_path: Path, bench_script, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    script = tmp_path / "tutorial.py"
+    script.write_text(SCRIPT.replace("from torchrl.envs import GymEnv", "import json"))
+    driver = bench_script("compare_torchrl_tutorial")
+    driver.warm_imports(str(script), "torchrl")
+    assert capsys.readouterr().out == ""  # the body (its print) did not run
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setattr("sys.argv", ["x", "--script", str(script), "--torchrl-path", "/t"])
+    assert "PYTHONDONTWRITEBYTECODE" not in driver.child_env("torchrl", driver.parse())
+    monkeypatch.setattr("sys.argv", ["x", "--script", str(script), "--no-bytecode"])
+    assert driver.child_env("ours", driver.parse())["PYTHONDONTWRITEBYTECODE"] == "1"
