@@ -6,6 +6,7 @@ stop the others; and the new examples' fingerprints follow the loop they import.
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,7 @@ def test_jobs_run_at_once_one_thread_each_and_record_their_load(
         assert r["load_avg_1min_max"] >= r["load_avg_1min_before"] >= 0
         assert r["frames_to_threshold"] == (None if r["seed"] == 0 else 20)
         assert r["code"] == script.code_fingerprint("fake")
-    assert not list(Path(script.tempfile.gettempdir()).glob("rl-results-fake-*"))
+    assert not list(Path(tempfile.gettempdir()).glob("rl-results-fake-*"))
 
 
 @pytest.mark.timeout(120)
