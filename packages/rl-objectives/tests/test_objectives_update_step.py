@@ -21,17 +21,20 @@ import torch
 from rl_objectives import (
     A2CLoss,
     ClipPPOLoss,
+    CQLLoss,
     CrossQLoss,
     DDPGLoss,
     DiscreteSACLoss,
     DistributionalDQNLoss,
     DQNLoss,
     HardUpdate,
+    IQLLoss,
     KLPENPPOLoss,
     PPOLoss,
     REDQLoss,
     SACLoss,
     SoftUpdate,
+    TD3BCLoss,
     TD3Loss,
     make_update_step,
 )
@@ -155,6 +158,11 @@ LOSSES = {
     "CrossQLoss": lambda: (CrossQLoss(_gaussian_actor(), _qvalue(_BNQ())), None, _batch),
     "REDQLoss": lambda: _soft(REDQLoss(_gaussian_actor(), _qvalue(), num_qvalue_nets=3,
                                        sub_sample_len=2)),
+    # issue 43's offline losses
+    "IQLLoss": lambda: _soft(IQLLoss(_gaussian_actor(), _qvalue(), _critic(), expectile=0.7)),
+    "CQLLoss": lambda: _soft(CQLLoss(_gaussian_actor(), _qvalue(), num_random=3,
+                                     with_lagrange=True)),
+    "TD3BCLoss": lambda: _soft(TD3BCLoss(_deterministic_actor(), _qvalue(), bounds=(-1.0, 1.0))),
 }
 
 

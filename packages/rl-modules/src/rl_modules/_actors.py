@@ -25,6 +25,7 @@ from tensordict.nn import (
     set_interaction_type,
 )
 
+from rl_modules._direct import build_dist, call_plain, plain_sequence_member, write_outputs
 from rl_modules._distributions_continuous import TanhNormal, TruncatedNormal
 from rl_modules._spec_guard import SpecGuard, event_spec
 
@@ -281,16 +282,23 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         """The distribution under the current parameters, as tensordict's ``get_dist``
         (the networks run under the current interaction type, else the distribution
         module's default, and write into ``tensordict``), on a shorter path for the
-        losses' call: one distribution module last, no ``tensordict_out``, no kwargs."""
+        losses' call: one distribution module last, no ``tensordict_out``, no kwargs;
+        and when the network is one plain ``TensorDictModule`` (no hooks, no method, in
+        place: ``rl_modules._direct.is_plain``), it is called on its tensors directly,
+        without tensordict's dispatch (same outputs, writes and gradients)."""
         prob = self._last_prob()
         det = self._det_part
         if (prob is None or det is None or self.return_composite or kwargs
                 or tensordict_out is not None):
             return super().get_dist(tensordict, tensordict_out, **kwargs)
         kind = interaction_type()
+        net = plain_sequence_member(det)
         with set_interaction_type(prob.default_interaction_type if kind is None else kind):
-            params = det(tensordict)
-        return prob.get_dist(params)
+            outputs = None if net is None else call_plain(net, tensordict)
+            if outputs is None:  # not plain, or an input missing: tensordict's call
+                return prob.get_dist(det(tensordict))
+        write_outputs(net, tensordict, outputs)  # the writes det(tensordict) makes
+        return build_dist(prob, tensordict)
 
     @profiled("ProbabilisticActor.forward")
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:

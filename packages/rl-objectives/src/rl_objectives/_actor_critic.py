@@ -10,6 +10,7 @@ from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 from tensordict.utils import NestedKey
 
 from rl_objectives import _keys
+from rl_objectives._direct import plain_output
 from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
 from rl_objectives.value._estimator_base import ValueEstimatorBase
 
@@ -21,6 +22,11 @@ def _match(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     if x.ndim == like.ndim - 1 and like.shape[-1] == 1:
         return x.unsqueeze(-1)
     return x
+
+
+def _detached(x: torch.Tensor) -> torch.Tensor:
+    """``x.detach()``, skipped (one op less) when ``x`` records no graph anyway."""
+    return x.detach() if x.requires_grad else x
 
 
 def _one_spelling(name: str, ours: float | None, torchrl: float | None, default: float) -> float:
@@ -150,12 +156,14 @@ class ActorCriticLoss(LossModule):
         self.clip_value = clip_value
 
     def _advantage(self, tensordict: TensorDictBase) -> torch.Tensor:
-        if self.tensor_keys.advantage not in tensordict.keys(include_nested=True):
+        advantage = tensordict.get(self.tensor_keys.advantage, None)
+        if advantage is None:
             if self.value_estimator.value_network is None and self.critic_network is not None:
                 self.value_estimator.value_network = self.critic_network
             with torch.no_grad():
                 self.value_estimator(tensordict)
-        advantage = self._get(tensordict, self.tensor_keys.advantage).detach()
+            advantage = self._get(tensordict, self.tensor_keys.advantage)
+        advantage = _detached(advantage)
         if self.normalize_advantage and advantage.numel() > 1:
             advantage = (advantage - advantage.mean()) / advantage.std().clamp_min(1e-6)
         return advantage
@@ -182,26 +190,29 @@ class ActorCriticLoss(LossModule):
     def _critic_terms(self, tensordict: TensorDictBase) -> dict[str, torch.Tensor]:
         """Critic loss on ``tensordict``, which the actor's ``get_dist`` has just run on."""
         keys = self.tensor_keys
-        target = self._get(tensordict, keys.value_target).detach()
+        target = _detached(self._get(tensordict, keys.value_target))
         old_value = tensordict.get(keys.value, None)
         critic = self._critic_head if self._critic_head is not None else self.critic_network
-        td = tensordict.select(*critic.in_keys, strict=False)  # a new TensorDict already
-        value = self._get(critic(td), keys.value)
+        value = plain_output(critic, tensordict, keys.value)  # its network, called directly
+        if value is None:
+            td = tensordict.select(*critic.in_keys, strict=False)  # a new TensorDict already
+            value = self._get(critic(td), keys.value)
         loss = distance_loss(value, target, self.loss_critic_type)
         if self.clip_value is not None and old_value is not None:
             old_value = old_value.detach()
             clipped = old_value + (value - old_value).clamp(-self.clip_value, self.clip_value)
             loss = torch.maximum(loss, distance_loss(clipped, target, self.loss_critic_type))
-        variance = target.var().clamp_min(1e-12)
-        explained = 1.0 - (target - value.detach()).var() / variance
+        with torch.no_grad():  # 1 - var(target - value) / var(target)
+            variance = target.var()
+            explained = (variance - (target - value).var()) / variance.clamp_min(1e-12)
         return {"loss_critic": self.critic_coef * loss.mean(), "explained_variance": explained}
 
     def _common_terms(self, tensordict, dist, advantage) -> dict[str, torch.Tensor]:
         out: dict[str, torch.Tensor] = {}
         if self.entropy_bonus:
-            entropy = self._entropy(dist, advantage)
-            out["entropy"] = entropy.detach().mean()
-            out["loss_entropy"] = -self.entropy_coef * entropy.mean()
+            entropy = self._entropy(dist, advantage).mean()
+            out["entropy"] = entropy.detach()
+            out["loss_entropy"] = -self.entropy_coef * entropy
         if self.critic_network is not None and self.critic_coef > 0:
             out.update(self._critic_terms(tensordict))
         return out

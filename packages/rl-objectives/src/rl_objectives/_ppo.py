@@ -8,7 +8,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 
-from rl_objectives._actor_critic import ActorCriticLoss, _match
+from rl_objectives._actor_critic import ActorCriticLoss, _detached, _match
 
 __all__ = ["ClipPPOLoss", "KLPENPPOLoss", "PPOLoss"]
 
@@ -49,24 +49,26 @@ class PPOLoss(ActorCriticLoss):
     def _ratio_terms(self, tensordict: TensorDictBase):
         advantage = self._advantage(tensordict)
         log_prob, dist = self._log_prob(tensordict)
-        previous = self._get(tensordict, self.tensor_keys.sample_log_prob).detach()
+        previous = _detached(self._get(tensordict, self.tensor_keys.sample_log_prob))
         if previous.shape != log_prob.shape:
             previous = previous.reshape(log_prob.shape)
         log_weight = _match(log_prob - previous, advantage)
         return advantage, log_weight, dist
 
     @staticmethod
-    def _diagnostics(log_weight: torch.Tensor, ratio: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``ESS`` and ``kl_approx`` from the log-ratio and the ratio the loss already has.
+    def _diagnostics(log_weight: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``ESS`` and ``kl_approx`` from the log-ratio ``log r``.
 
         ``ESS = (sum_i r_i)^2 / (N sum_i r_i^2) = 1 / (N sum_i p_i^2)`` with
         ``p = softmax(log r)``: one fused, overflow-free op instead of two ``logsumexp``;
-        ``kl_approx = mean(r - 1 - log r)``. On detached tensors: no autograd graph is
-        recorded for them.
+        ``kl_approx = mean(r - 1 - log r)``, with ``r - 1`` as ``expm1(log r)`` (exact for
+        small ``log r``). Under ``no_grad``: no autograd graph is recorded for them, and no
+        ``detach`` is needed.
         """
-        lw = log_weight.detach().flatten()
-        ess = (lw.softmax(0).square().sum() * lw.numel()).reciprocal()
-        return {"ESS": ess, "kl_approx": (ratio.detach().flatten() - 1 - lw).mean()}
+        with torch.no_grad():
+            p = log_weight.reshape(-1).softmax(0)
+            ess = (torch.dot(p, p) * p.numel()).reciprocal()
+            return {"ESS": ess, "kl_approx": (log_weight.expm1() - log_weight).mean()}
 
     def _objective(self, advantage, log_weight, ratio) -> dict[str, torch.Tensor]:
         return {"loss_objective": -(ratio * advantage).mean()}
@@ -86,9 +88,9 @@ class PPOLoss(ActorCriticLoss):
         """
         tensordict = tensordict.copy()
         advantage, log_weight, dist = self._ratio_terms(tensordict)
-        ratio = log_weight.exp()  # once: the objective and the diagnostics share it
+        ratio = log_weight.exp()
         out = self._objective(advantage, log_weight, ratio)
-        out.update(self._diagnostics(log_weight, ratio))
+        out.update(self._diagnostics(log_weight))
         out.update(self._common_terms(tensordict, dist, advantage))
         return TensorDict(out, batch_size=[])
 
@@ -127,8 +129,10 @@ class ClipPPOLoss(PPOLoss):
 
     def _objective(self, advantage, log_weight, ratio):
         eps = self.clip_epsilon
-        gain = torch.minimum(ratio * advantage, ratio.clamp(1 - eps, 1 + eps) * advantage)
-        clipped = ((ratio.detach() - 1).abs() > eps).to(ratio.dtype).mean()
+        clamped = ratio.clamp(1 - eps, 1 + eps)
+        gain = torch.minimum(ratio * advantage, clamped * advantage)
+        # |r - 1| > eps exactly where the clamp moved r (a comparison records no graph)
+        clipped = torch.mean(clamped != ratio, dtype=ratio.dtype)
         return {"loss_objective": -gain.mean(), "clip_fraction": clipped}
 
 

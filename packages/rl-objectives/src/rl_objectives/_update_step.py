@@ -30,6 +30,18 @@ def _is_loss_key(key: Any) -> bool:
     return isinstance(key, str) and (key == "loss" or key.startswith("loss_"))
 
 
+def _total(out: TensorDictBase) -> torch.Tensor:
+    """The sum of the ``"loss"`` / ``"loss_*"`` entries (from the first: no ``0 +`` op)."""
+    terms = [v for k, v in out.items() if _is_loss_key(k)]
+    if not terms:
+        raise ValueError(f"the loss module's output has no 'loss' or 'loss_*' entry to "
+                         f"backpropagate; got keys {sorted(map(str, out.keys()))}")
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
 def _graph_count() -> int:
     """Graphs Dynamo has compiled in this process (grows on every (re)compilation)."""
     from torch._dynamo.utils import counters
@@ -105,7 +117,7 @@ class UpdateStep:
     def _update(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._zero_grad()  # first, as LeanRL: captured with the rest
         out = self.loss_module(tensordict)
-        total = sum(v for k, v in out.items() if _is_loss_key(k))
+        total = _total(out)
         result = out.detach()  # before backward: only detached tensors live past its graph break
         total.backward()
         self._step(result)
@@ -140,7 +152,7 @@ class UpdateStep:
         with timing.add_time("loss"):
             self.optimizer.zero_grad(set_to_none=True)
             out = self.loss_module(tensordict)
-            total = sum(v for k, v in out.items() if _is_loss_key(k))
+            total = _total(out)
             result = out.detach()
         with timing.add_time("backward"):
             total.backward()

@@ -1,0 +1,178 @@
+"""A plain ``TensorDictModule`` run on its tensors, without tensordict's generic dispatch.
+
+``module(tensordict)`` reads the in-keys, calls ``module.module`` on them and writes the
+out-keys; around that, tensordict's ``forward`` handles keyword in-keys, methods, hooks,
+``skip_existing``, out-of-place writes and error notes, about 20 us a call on a CPU. When
+none of those applies (:func:`is_plain`), :func:`call_plain` runs the same network on the
+same tensors and returns what ``forward`` would have written, so a hot path can skip the
+machinery and stay equal, output and gradient, to the generic call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase, unravel_key
+from tensordict.nn import (
+    ProbabilisticTensorDictModule,
+    TensorDictModule,
+    TensorDictSequential,
+    skip_existing,
+)
+from torch.nn.modules import module as _torch_module
+
+__all__ = ["build_dist", "call_plain", "is_plain", "plain_sequence_member", "write_outputs"]
+
+_TDM_FORWARD = TensorDictModule.forward
+_TDS_FORWARD = TensorDictSequential.forward
+_GET_DIST = ProbabilisticTensorDictModule.get_dist
+
+
+def _hooked(module: torch.nn.Module) -> bool:
+    """Hooks ``module.__call__`` would run (its own or global ones)."""
+    return bool(
+        module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+        or module._backward_pre_hooks or _torch_module._global_forward_hooks
+        or _torch_module._global_forward_pre_hooks or _torch_module._global_backward_hooks
+        or _torch_module._global_backward_pre_hooks
+    )
+
+
+def is_plain(module: Any) -> bool:
+    """Whether ``module(td)`` only reads in-keys, calls ``module.module``, writes out-keys.
+
+    That is a ``TensorDictModule`` whose class keeps tensordict's ``forward`` (a
+    ``SafeModule``'s spec guard is an override: not plain), with list in-keys, no
+    ``method``, in-place writes, no hooks (``select_out_keys`` is one) and
+    ``skip_existing`` off.
+
+    Args:
+        module: any object.
+
+    Returns:
+        ``True`` when :func:`call_plain` computes what ``module(td)`` computes.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict.nn import TensorDictModule
+        >>> m = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["state_value"])
+        >>> is_plain(m), is_plain(m.select_out_keys("state_value"))
+        (True, False)
+    """
+    return (
+        type(module).forward is _TDM_FORWARD
+        and module._kwargs is None and module.method is None and not module.method_kwargs
+        and not module._get_kwargs and module.inplace is True and not _hooked(module)
+        and not skip_existing()
+    )
+
+
+def plain_sequence_member(sequence: Any) -> TensorDictModule | None:
+    """The one plain module of a ``TensorDictSequential`` that runs it in place, else ``None``.
+
+    Args:
+        sequence: a ``TensorDictSequential`` (e.g. a probabilistic actor's deterministic
+            part).
+
+    Returns:
+        Its only module when that is plain (:func:`is_plain`) and the sequence writes into
+        its input (no out-key selection, no out-of-place mode, no hooks); ``None`` otherwise.
+    """
+    if (type(sequence).forward is not _TDS_FORWARD or sequence.inplace not in (None, True)
+            or sequence._select_before_return or _hooked(sequence)):
+        return None
+    modules = sequence._modules["module"]
+    if len(modules) != 1:
+        return None
+    (only,) = modules
+    return only if is_plain(only) else None
+
+
+def call_plain(module: TensorDictModule, tensordict: TensorDictBase) -> tuple | None:
+    """Run a plain module's network on its in-key tensors of ``tensordict``.
+
+    Args:
+        module: a module for which :func:`is_plain` holds.
+        tensordict: the input.
+
+    Returns:
+        The outputs, one per ``module.out_keys_source`` entry, as ``forward`` pairs them
+        with the keys; ``None`` (nothing run) when an in-key is missing, so that the
+        caller's generic call raises tensordict's own error.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> m = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["state_value"])
+        >>> td = TensorDict(observation=torch.ones(2, 3), batch_size=[2])
+        >>> bool((call_plain(m, td)[0] == m(td)["state_value"]).all())
+        True
+        >>> call_plain(m, TensorDict(batch_size=[2])) is None
+        True
+    """
+    tensors = []
+    for key in module.in_keys:
+        tensor = tensordict.get(key, None)
+        if tensor is None:
+            return None
+        tensors.append(tensor)
+    out = module.module(*tensors)
+    if type(out) is torch.Tensor:
+        return (out,)
+    if out is None:
+        return ()
+    if type(out) is not tuple and isinstance(out, (dict, TensorDictBase)):
+        if isinstance(out, dict):
+            out = {unravel_key(k): v for k, v in out.items()}
+        if all(key in out for key in module.out_keys_source):
+            return tuple(out.get(key) for key in module.out_keys_source)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def write_outputs(module: TensorDictModule, tensordict: TensorDictBase, outputs: tuple) -> None:
+    """Write :func:`call_plain`'s ``outputs`` into ``tensordict`` as ``forward`` does.
+
+    Args:
+        module: the plain module that computed them.
+        tensordict: where to write (in place).
+        outputs: the outputs.
+
+    Raises:
+        RuntimeError: the number of outputs is not the number of out-keys (tensordict's
+            message).
+    """
+    keys = module.out_keys_source
+    if len(outputs) > len(keys):
+        raise RuntimeError(f"There are more tensors ({len(outputs)=}) than out_keys ({keys=}).")
+    if len(keys) > len(outputs):
+        raise RuntimeError("There are more out_keys than tensors.")
+    for key, tensor in zip(keys, outputs, strict=True):
+        if key != "_":
+            tensordict.set(key, tensor if type(tensor) is torch.Tensor
+                           else TensorDict.from_any(tensor))
+
+
+def build_dist(prob: ProbabilisticTensorDictModule, tensordict: TensorDictBase) -> Any:
+    """``prob.get_dist(tensordict)``, built directly when ``prob`` keeps tensordict's method.
+
+    Args:
+        prob: the distribution module.
+        tensordict: holds the distribution's parameters at ``prob.in_keys``.
+
+    Returns:
+        ``prob.distribution_class(**parameters, **prob.distribution_kwargs)``; where that
+        raises a ``TypeError`` (a keyword the class does not take) or a parameter is
+        missing, tensordict's ``get_dist`` runs and raises its own error.
+    """
+    if type(prob).get_dist is not _GET_DIST:
+        return prob.get_dist(tensordict)
+    params = {}
+    for dist_key, key in zip(prob.dist_keys, prob.in_keys, strict=True):
+        params[dist_key[-1] if isinstance(dist_key, tuple) else dist_key] = tensordict.get(
+            key, None)
+    try:
+        return prob.distribution_class(**params, **prob.distribution_kwargs)
+    except TypeError:
+        return prob.get_dist(tensordict)
