@@ -206,16 +206,19 @@ def _source_trees() -> list[tuple[str, ast.Module]]:
 
 def test_one_carry_rule_for_the_state_that_crosses_a_step() -> None:
     """Issue 42: what crosses a step (recurrent state) moves in one function,
-    ``rl_envs.carry_state``, which ``EnvBase.rollout`` and ``Collector`` both call."""
+    ``rl_envs.carry_state``, which the one step loop (``rl_envs.step_loop``, run by
+    ``EnvBase.rollout`` and ``Collector``: :func:`test_one_step_loop_for_every_rollout`)
+    calls."""
     defined = [f"{where}:{node.name}" for where, tree in _source_trees()
                for node in ast.walk(tree)
                if isinstance(node, ast.FunctionDef) and "carry" in node.name
                and "rl_recurrent" not in where]  # the RNN kernels' own scan carries
     assert defined == ["packages/rl-envs/src/rl_envs/_rollout.py:carry_pairs",
                        "packages/rl-envs/src/rl_envs/_rollout.py:carry_state"]
-    for path in ("rl-envs/src/rl_envs/_rollout.py",
-                 "rl-collectors/src/rl_collectors/_collector.py"):
-        assert "carry_state(" in (ROOT / "packages" / path).read_text(), path
+    loop = next(node for node in ast.walk(ast.parse(
+        (ROOT / "packages/rl-envs/src/rl_envs/_rollout.py").read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name == "step_loop")
+    assert "carry_state(" in ast.unparse(loop)
 
 
 def _writes_is_init(node: ast.AST) -> bool:
@@ -239,3 +242,49 @@ def test_is_init_is_written_by_init_tracker_only() -> None:
     found = [f"{where}:{node.lineno}" for where, tree in _source_trees()
              for node in ast.walk(tree) if _writes_is_init(node)]
     assert found == []
+
+
+def _calls_a_step(loop: ast.AST) -> bool:
+    """Whether ``loop`` calls something named ``step``, ``fast_step`` or ``_step``."""
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+            if name in ("step", "fast_step", "_step"):
+                return True
+    return False
+
+
+def step_loops(tree: ast.Module) -> list[str]:
+    """The functions of ``tree`` holding a ``for ... in range(...)`` loop that steps."""
+    found = []
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef):
+            continue
+        for node in ast.walk(func):
+            if (isinstance(node, ast.For) and isinstance(node.iter, ast.Call)
+                    and getattr(node.iter.func, "id", "") == "range" and _calls_a_step(node)):
+                found.append(func.name)
+                break
+    return found
+
+
+STEP_LOOPS_WITHIN_ONE_STEP = {
+    "packages/rl-envs/src/rl_envs/_gym.py:_skip_steps",  # frame skip inside one env step
+    "packages/rl-envs/src/rl_envs/_transforms_frameskip.py:on_step",  # the same, a transform
+    "packages/rl-envs/src/rl_envs/_transforms_atari.py:_run",  # no-op steps inside a reset
+    "packages/rl-recurrent/src/rl_recurrent/_rssm_rollout.py:_loop",  # a model, not an env
+}
+"""Loops that call a step but are not a rollout (no storage, no policy, no carry)."""
+
+
+def test_one_step_loop_for_every_rollout() -> None:
+    """Issue 42: a step is taken in one loop, ``rl_envs.step_loop``, which
+    ``EnvBase.rollout`` and ``Collector`` both run (the check sees a loop)."""
+    assert step_loops(ast.parse("def f(env):\n    for t in range(3):\n        env.step(t)\n"))
+    found = {f"{where}:{name}" for where, tree in _source_trees() for name in step_loops(tree)}
+    assert found - STEP_LOOPS_WITHIN_ONE_STEP == {
+        "packages/rl-envs/src/rl_envs/_rollout.py:step_loop"}
+    for path in ("rl-envs/src/rl_envs/_rollout.py",
+                 "rl-collectors/src/rl_collectors/_collector.py"):
+        assert "step_loop(" in (ROOT / "packages" / path).read_text(), path

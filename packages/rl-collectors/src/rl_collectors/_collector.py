@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from rl_envs import carry_pairs, carry_state
-from rl_profiling import profiled, record
+from rl_envs import carry_pairs, step_loop
+from rl_profiling import profiled
 from tensordict import TensorDictBase
 
 from rl_collectors._base import BaseCollector, build_env
@@ -178,7 +178,8 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         self._shared = shared
         root_flags = [nested(k) for k in self.env.done_keys]
         self._batch_plan = build_plan(
-            self._writer, self.policy_input, self._env_bufs[1], self.out_keys, root_flags
+            self._writer, self.policy_input, self._env_bufs[1], self.out_keys, root_flags,
+            self._carry, self._after_step,
         )
         if self._limit is not None:
             self._limit.bind(self.buffer)
@@ -203,47 +204,16 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
             self._limit = TrajectoryLimit(self.env, opts.max_frames_per_traj)
             self._after_step.append(self._limit)
 
-    # -- the rollout loop ----------------------------------------------------------------
+    # -- the rollout loop: rl_envs.step_loop, the one every rollout runs ----------------
     def _run(self, steps: int, actor: Any) -> None:
-        """Run ``steps`` steps, writing step ``t`` into ``buffer[..., t]``.
-
-        Four clock reads a step: the policy's and the env's time are measured, the
-        copies' time is the rest of the batch's (the loop's own cost included).
-        """
-        policy_input, step, carry, after = (
-            self.policy_input,
-            self.env.fast_step,
-            self._carry,
-            self._after_step,
-        )
+        """Run ``steps`` steps of ``rl_envs.step_loop``, writing step ``t`` into
+        ``buffer[..., t]``; the policy's and the env's time are measured, the copies' time
+        is the rest of the batch's (the loop's own cost included)."""
         plan = self._batch_plan
-        root, outs, nxt = plan.root, plan.outs, plan.next
-        store_outputs, clock = not actor.writes_batch, time.perf_counter
-        t_policy = t_env = 0.0
-        start = clock()
-        for t in range(steps):
-            t0 = clock()
-            with record("Collector.policy"):
-                action = actor(policy_input, t)
-            t1 = clock()
-            for slot, src in root:
-                slot[t] = src
-            if store_outputs:
-                for dst, key in outs[t]:
-                    dst.copy_(policy_input.get(key))
-                if carry:
-                    carry_state(policy_input, carry)
-            t2 = clock()
-            with record("EnvBase.fast_step"):  # the step, and the reset of finished sub-envs
-                step(action)
-            t3 = clock()
-            for slot, src in nxt:
-                slot[t] = src
-            for hook in after:
-                hook(t)
-            t_policy += t1 - t0
-            t_env += t3 - t2
-        self._credit_steps(t_policy, t_env, clock() - start - t_policy - t_env, steps)
+        if actor.writes_batch:  # its outputs are in the batch already: nothing to carry
+            plan = dataclasses.replace(plan, outs=[()] * steps, carry=[])
+        _, t_policy, t_env, total = step_loop(steps, actor, self.env.fast_step, plan)
+        self._credit_steps(t_policy, t_env, total - t_policy - t_env, steps)
 
     @profiled("Collector.rollout")
     def _collect(self, steps: int) -> TensorDictBase:

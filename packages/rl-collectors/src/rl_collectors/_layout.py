@@ -7,9 +7,10 @@ owns:
 - ``policy_input``: a TensorDict whose env leaves *are* the env's root leaves
   (no copy); the policy adds its outputs (``action``, ...) to it on every call;
 - ``buffer``: the batch, ``[*B, T]`` (time last);
-- ``plan``: the (destination, source) pairs to copy at step ``t``: env root leaves and
-  policy outputs into ``buffer[..., t]`` before the step, env next leaves into
-  ``buffer["next"][..., t]`` after it. CPU pairs are numpy views (a numpy slice
+- ``plan`` (an ``rl_envs.StepPlan``, run by ``rl_envs.step_loop``): the (destination,
+  source) pairs to copy at step ``t``: env root leaves and policy outputs into
+  ``buffer[..., t]`` before the step, env next leaves into ``buffer["next"][..., t]``
+  after it. CPU pairs are numpy views (a numpy slice
   assignment costs a fraction of ``Tensor.copy_``); other devices use torch. Each batch
   handed out to a caller is that caller's: the next one is written into a new ``buffer``
   with a new ``plan`` (cheaper than a copy of the batch).
@@ -20,17 +21,15 @@ same writer, time-major); this module says which leaves go where.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from rl_envs import RolloutWriter
+from rl_envs import RolloutWriter, StepPlan
 from tensordict import TensorDict, TensorDictBase
 
 from rl_collectors._keys import NEXT, POLICY_VERSION, TRAJ_IDS
 
 __all__ = [
-    "BatchPlan",
     "alloc_buffer",
     "build_plan",
     "leaf_keys",
@@ -80,32 +79,17 @@ def alloc_buffer(
     return writer
 
 
-@dataclass
-class BatchPlan:
-    """What to copy at each step ``t`` into one batch; built once per batch.
-
-    Attributes:
-        root: ``(slot, src)`` pairs: env root leaves -> ``slot[t] = src`` (``slot`` is the
-            batch leaf with time first; numpy views on the CPU).
-        outs: per step, ``(dst, key)``: policy outputs (read from ``policy_input`` by key,
-            since a module writes a new tensor on each call; a top-level key as its
-            string, the cheaper ``get``) -> ``dst.copy_(...)``, ``dst`` the step's view.
-        next: ``(slot, src)`` pairs: env next leaves -> ``slot[t] = src`` under ``"next"``.
-    """
-
-    root: list[tuple[Any, Any]] = field(default_factory=list)
-    outs: list[list[tuple[torch.Tensor, Any]]] = field(default_factory=list)
-    next: list[tuple[Any, Any]] = field(default_factory=list)
-
-
 def build_plan(
     writer: RolloutWriter,
     policy_input: TensorDictBase,
     env_next: TensorDictBase,
     out_keys: list[tuple],
     constant_keys: list[tuple] = (),
-) -> BatchPlan:
-    """The :class:`BatchPlan` of the writer's batch (pairs from ``rl_envs.RolloutWriter``).
+    carry: list = (),
+    after: list = (),
+) -> StepPlan:
+    """The ``rl_envs.StepPlan`` of the writer's batch (pairs from ``rl_envs.RolloutWriter``),
+    which ``rl_envs.step_loop`` copies step by step; ``carry`` and ``after`` go into it.
 
     ``policy_input`` leaves that are not policy outputs keep their identity (env root leaves and
     carried recurrent state), so they are copied from fixed sources. ``constant_keys``
@@ -118,4 +102,5 @@ def build_plan(
     root = writer.pairs(policy_input, root_keys)
     outs = writer.keyed(out_keys)
     nxt = writer.pairs(env_next, prefix=(NEXT,))
-    return BatchPlan(root, [writer.at(outs, t) for t in range(writer.steps)], nxt)
+    return StepPlan(policy_input, root, [writer.at(outs, t) for t in range(writer.steps)],
+                    list(carry), nxt, list(after))

@@ -11,7 +11,7 @@ from rl_envs._gym import GymWrapper
 from rl_envs._gym_backend import gym_backend, set_gym_backend
 from rl_envs._gym_env import GymEnv
 from rl_envs._policy import RandomPolicy
-from rl_envs._rollout import carry_pairs, carry_state
+from rl_envs._rollout import StepPlan, carry_pairs, carry_state, step_loop
 from rl_envs._spec_aliases import (
     BinaryDiscreteTensorSpec,
     BoundedTensorSpec,
@@ -121,6 +121,7 @@ __all__ = [
     "SignTransform",
     "SpecError",
     "StepCounter",
+    "StepPlan",
     "TensorDictPrimer",
     "TensorSpec",
     "ToTensorImage",
@@ -138,5 +139,6 @@ __all__ = [
     "check_env_specs",
     "gym_backend",
     "set_gym_backend",
+    "step_loop",
     "step_mdp",
 ]

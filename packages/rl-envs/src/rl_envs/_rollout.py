@@ -1,9 +1,15 @@
-"""The rollout loop behind ``EnvBase.rollout``: preallocated storage, fast path.
+"""The one step loop (:func:`step_loop`), run by ``EnvBase.rollout`` and every collector.
 
-The storage is allocated TIME-MAJOR, ``[T, *B, *event]`` per leaf, by the writer the
-collectors share (:class:`~rl_envs.RolloutWriter`, ``time_dim=0``), so each step copies
-every env-owned buffer into slot ``t`` with ONE contiguous copy (the writer's pairs: numpy
-views on the CPU, ``d[t] = s``), and no TensorDict is built per step. At the end the
+:func:`step_loop` takes a step (actor, copies into the storage, :func:`carry_state`, the
+env's ``fast_step``, which decides and applies the resets of finished sub-envs); what
+differs between its callers is data: a :class:`StepPlan` (the copy pairs, the carry, the
+after-step hooks), the actor, and a ``stop`` for ``break_when_any_done``.
+
+For ``EnvBase.rollout`` the storage is allocated TIME-MAJOR, ``[T, *B, *event]`` per
+leaf, by the writer the collectors share (:class:`~rl_envs.RolloutWriter`,
+``time_dim=0``), so each step copies every env-owned buffer into slot ``t`` with ONE
+contiguous copy (the writer's pairs: numpy views on the CPU, ``d[t] = s``), and no
+TensorDict is built per step. At the end the
 storage is handed out as a ``permute`` view with time moved to the last batch dim,
 ``[*B, T]`` (the data model's layout; no copy). Why time-major here and time-last in the
 collectors: ``docs/architecture.md``, "Rollout storage" (``benchmarks/bench_layout.py``).
@@ -12,10 +18,14 @@ collectors: ``docs/architecture.md``, "Rollout storage" (``benchmarks/bench_layo
 from __future__ import annotations
 
 import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from rl_profiling import record
 from tensordict import TensorDictBase
 
 from rl_envs._keys import DONE, DONE_KEYS, NEXT, TERMINATED, TRUNCATED
@@ -24,7 +34,110 @@ from rl_envs._writer import RolloutWriter
 if TYPE_CHECKING:
     from rl_envs._env import EnvBase
 
-__all__ = ["carry_pairs", "carry_state", "run_rollout", "time_last"]
+__all__ = ["StepPlan", "carry_pairs", "carry_state", "run_rollout", "step_loop", "time_last"]
+
+_ROLLOUT_RANGES = ("EnvBase.policy", "EnvBase.fast_step")
+
+
+@dataclass
+class StepPlan:
+    """What :func:`step_loop` copies at each step, built once per batch (or rollout).
+
+    Attributes:
+        policy_input: the TensorDict the actor reads and writes (the env's root leaves
+            plus the policy's outputs); ``None`` for an actor that does not read one.
+        root: ``(slot, src)`` pairs copied as ``slot[t] = src`` before the step (sources
+            that keep their identity: the env's root buffers; numpy views on the CPU).
+        outs: per step ``t``, ``(dst, key)`` pairs copied as
+            ``dst.copy_(policy_input.get(key))`` before the step (a policy writes new
+            tensors each call, so they are read by key); empty lists for an actor that
+            writes its outputs into the batch itself.
+        carry: :func:`carry_pairs` of the keys that cross a step (recurrent state).
+        next: ``(slot, src)`` pairs copied as ``slot[t] = src`` after the step (the env's
+            next buffers).
+        after: hooks called as ``hook(t)`` after step ``t``'s copies
+            (``max_frames_per_traj``).
+        ranges: the profiling ranges of the actor call and the env step
+            (``EnvBase.rollout`` names them ``EnvBase.policy`` and ``EnvBase.fast_step``).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_envs import StepPlan, step_loop
+        >>> obs, seen = torch.zeros(2), torch.zeros(3, 2)
+        >>> def step(action):
+        ...     obs.add_(action)
+        >>> plan = StepPlan(None, next=[(seen, obs)], outs=[[], [], []])
+        >>> step_loop(3, lambda td, t: 1.0, step, plan)[0]
+        3
+        >>> seen[:, 0]
+        tensor([1., 2., 3.])
+    """
+
+    policy_input: Any
+    root: list = field(default_factory=list)
+    outs: list = field(default_factory=list)
+    carry: list = field(default_factory=list)
+    next: list = field(default_factory=list)
+    after: list = field(default_factory=list)
+    ranges: tuple[str, str] = ("Collector.policy", "EnvBase.fast_step")
+
+
+def step_loop(
+    steps: int,
+    actor: Callable[[Any, int], Any],
+    step: Callable[[Any], Any],
+    plan: StepPlan,
+    stop: Callable[[int], Any] | None = None,
+) -> tuple[int, float, float, float]:
+    """THE step loop of every rollout: ``EnvBase.rollout`` and every collector run it.
+
+    Step ``t``: ``action = actor(plan.policy_input, t)``; copy the root pairs and the
+    policy outputs into slot ``t``; carry the state that crosses a step
+    (:func:`carry_state`); ``step(action)`` (the env's fast step, which decides and
+    applies the resets of finished sub-envs); copy the next pairs; run the after-step
+    hooks; stop early when ``stop(t)`` is true.
+
+    Args:
+        steps: the number of steps to run.
+        actor: ``(policy_input, t) -> action``: the policy call, or a random draw.
+        step: the env's ``fast_step``.
+        plan: the :class:`StepPlan` of the storage being written.
+        stop: ``t -> bool``, checked after each step (``break_when_any_done``).
+
+    Returns:
+        ``(steps_run, policy_seconds, env_seconds, total_seconds)`` by the wall clock
+        (four clock reads a step).
+    """
+    policy_input, root, outs, carry, nxt, after = (
+        plan.policy_input, plan.root, plan.outs, plan.carry, plan.next, plan.after)
+    clock, (policy_range, step_range) = time.perf_counter, plan.ranges
+    t_policy = t_env = 0.0
+    start = clock()
+    for t in range(steps):
+        t0 = clock()
+        with record(policy_range):
+            action = actor(policy_input, t)
+        t1 = clock()
+        for slot, src in root:
+            slot[t] = src
+        for dst, key in outs[t]:
+            dst.copy_(policy_input.get(key))
+        if carry:
+            carry_state(policy_input, carry)
+        t2 = clock()
+        with record(step_range):  # the step, and the reset of finished sub-envs
+            step(action)
+        t3 = clock()
+        for slot, src in nxt:
+            slot[t] = src
+        for hook in after:
+            hook(t)
+        t_policy += t1 - t0
+        t_env += t3 - t2
+        if stop is not None and stop(t):
+            return t + 1, t_policy, t_env, clock() - start
+    return steps, t_policy, t_env, clock() - start
 
 
 def time_last(storage: TensorDictBase) -> TensorDictBase:
@@ -91,7 +204,7 @@ def _random_loop(
     for k in flags:  # a root is never finished: its done flags are False. calloc'd zeros
         shape = (steps, *root.get(k).shape)  # cost no page touch
         storage.set(k, torch.from_numpy(np.zeros(shape, dtype=bool)).to(root.get(k).device))
-    root_pairs, step = writer.pairs(root.exclude(*flags)), env.fast_step
+    root_pairs = writer.pairs(root.exclude(*flags))
     # ``done`` is ``terminated | truncated`` (an EnvBase invariant): computed once at the end
     derive_done = all(k in nxt for k in DONE_KEYS)
     next_pairs = writer.pairs(nxt.exclude(DONE) if derive_done else nxt, prefix=(NEXT,))
@@ -100,60 +213,77 @@ def _random_loop(
         isinstance(d, np.ndarray) for d, _ in root_pairs + next_pairs
     )
     if not numpy_ok:
-        single = len(env.action_keys) == 1
-        rand = functools.partial(
-            (env.action_spec if single else env.full_action_spec).rand, generator=env._rng
-        )
         next_pairs = writer.pairs(nxt, prefix=(NEXT,))  # ``done`` copied, not derived
-        return _random_loop_torch(env, steps, brk, storage, (root_pairs, next_pairs), rand)
-    draws, action = bulk
-    act_view, done_np, t_end = action.numpy(), nxt.get(DONE).numpy(), steps
-    for t in range(steps):
-        for d, s in root_pairs:
-            d[t] = s
-        np.copyto(act_view, draws[t])
-        step(action)
-        for d, s in next_pairs:
-            d[t] = s
-        if brk and np.count_nonzero(done_np):
-            t_end = t + 1
-            break
-    if derive_done:
+        actor: Any = _DrawActor(env, storage)
+        done_t = nxt.get(DONE)
+        stop = (lambda t: bool(done_t.any())) if brk else None
+    else:
+        draws, action = bulk
+        actor = _BulkActor(draws, action)
+        done_np = nxt.get(DONE).numpy()
+        stop = (lambda t: np.count_nonzero(done_np)) if brk else None
+    plan = StepPlan(None, root_pairs, [()] * steps, next=next_pairs, ranges=_ROLLOUT_RANGES)
+    t_end = step_loop(steps, actor, env.fast_step, plan, stop)[0]
+    if numpy_ok and derive_done:
         out = storage.get(NEXT)
         torch.logical_or(out.get(TERMINATED), out.get(TRUNCATED), out=out.get(DONE))
     return _finish(storage, t_end, steps, nxt, env)
 
 
-def _random_loop_torch(
-    env: EnvBase,
-    steps: int,
-    brk: bool,
-    storage: TensorDictBase,
-    pairs: tuple[list, list],
-    rand: Any,
-) -> tuple[TensorDictBase, torch.Tensor]:
-    """The same loop with an action drawn per step (non-CPU buffers, composite actions);
-    ``pairs`` (root, next) may hold torch pairs, copied by the same ``d[t] = s``."""
-    _, nxt = env.buffers()
-    root_pairs, next_pairs = pairs
-    single = len(env.action_keys) == 1
-    done_t, t_end = nxt.get(DONE), steps
-    for t in range(steps):
-        for d, s in root_pairs:
-            d[t] = s
-        action = rand()
-        if single:
-            storage.get(env.action_key)[t].copy_(action)
+class _BulkActor:
+    """Step ``t``'s action: row ``t`` of the draws copied into one reused action tensor
+    (the env sees the same, already validated tensor: no torch call per step)."""
+
+    def __init__(self, draws: np.ndarray, action: torch.Tensor) -> None:
+        self.draws, self.action, self.view = draws, action, action.numpy()
+
+    def __call__(self, policy_input: Any, t: int) -> torch.Tensor:
+        np.copyto(self.view, self.draws[t])
+        return self.action
+
+
+class _DrawActor:
+    """An action drawn per step and stored at ``t`` (non-CPU buffers, composite actions)."""
+
+    def __init__(self, env: EnvBase, storage: TensorDictBase) -> None:
+        self.single = len(env.action_keys) == 1
+        spec = env.action_spec if self.single else env.full_action_spec
+        self.rand = functools.partial(spec.rand, generator=env._rng)
+        self.storage, self.env = storage, env
+
+    def __call__(self, policy_input: Any, t: int) -> Any:
+        action = self.rand()
+        if self.single:
+            self.storage.get(self.env.action_key)[t].copy_(action)
         else:
-            for key in env.action_keys:
-                storage.get(key)[t].copy_(action.get(key))
-        env.fast_step(action)
-        for d, s in next_pairs:
-            d[t] = s
-        if brk and bool(done_t.any()):
-            t_end = t + 1
-            break
-    return _finish(storage, t_end, steps, nxt, env)
+            for key in self.env.action_keys:
+                self.storage.get(key)[t].copy_(action.get(key))
+        return action
+
+
+class _PolicyActor:
+    """The rollout's policy call: grad mode as at the rollout's start (the loop's copies
+    run without it); a policy that returns another TensorDict has its outputs set into
+    the policy input. The first call happens before the loop (its outputs size the
+    storage), so step 0 does not call again."""
+
+    def __init__(self, policy: Any, env: EnvBase, env_keys: set, grad: bool) -> None:
+        self.policy, self.grad, self.env_keys, self.called = policy, grad, env_keys, False
+        self.key = env.action_key if len(env.action_keys) == 1 else None
+
+    def call(self, ptd: TensorDictBase) -> None:
+        with torch.set_grad_enabled(self.grad):
+            out = self.policy(ptd)
+        if out is not None and out is not ptd:
+            for key in out.keys(True, True):
+                if key not in self.env_keys:
+                    ptd.set(key, out.get(key))
+
+    def __call__(self, ptd: TensorDictBase, t: int) -> Any:
+        if self.called:
+            self.call(ptd)
+        self.called = True
+        return ptd if self.key is None else ptd.get(self.key)
 
 
 def _policy_loop(
@@ -166,41 +296,20 @@ def _policy_loop(
 ) -> tuple[TensorDictBase, torch.Tensor]:
     root, nxt = env.buffers()
     ptd = root.copy()  # shares the root leaves: the policy reads the live buffers
+    env_keys = set(template.exclude(NEXT).keys(True, True))
     if tensordict is not None:
-        env_keys = set(template.keys(True, True))
         for key, value in tensordict.exclude(NEXT).items(True, True):
             if key not in env_keys:  # a copy: the carry writes into it in place
                 ptd.set(key, value.clone())
-    storage = None
-    root_outs: list[tuple[torch.Tensor, Any]] = []  # (dst, key): read from ptd each step
-    next_outs: list[tuple[torch.Tensor, Any]] = []
-    next_pairs: list[tuple[Any, Any]] = []  # (dst, src): the env's next leaves
-    carry: list[tuple] = []
-    t_end = steps
+    actor = _PolicyActor(policy, env, env_keys, torch.is_grad_enabled())
+    actor.call(ptd)  # step 0's call: what the policy writes sizes the storage
+    storage, (outs, next_pairs), policy_next = _policy_storage(env, ptd, template, steps)
+    plan = StepPlan(ptd, [], [RolloutWriter.at(outs, t) for t in range(steps)],
+                    carry_pairs(policy_next), next_pairs, ranges=_ROLLOUT_RANGES)
     done_t = nxt.get(DONE)
-    for t in range(steps):
-        out = policy(ptd)
-        ptd = ptd if out is None else out
-        if storage is None:
-            storage, (root_outs, next_outs, next_pairs), policy_next = _policy_storage(
-                env, ptd, template, steps
-            )
-            carry = carry_pairs(policy_next)
-        with torch.no_grad():
-            for d, key in root_outs:
-                d[t].copy_(ptd.get(key))
-            if carry:
-                carry_state(ptd, carry)
-        action = ptd.get(env.action_key) if len(env.action_keys) == 1 else ptd
-        env.fast_step(action)
-        with torch.no_grad():
-            for d, s in next_pairs:
-                d[t] = s
-            for d, key in next_outs:
-                d[t].copy_(ptd.get(key))
-        if brk and bool(done_t.any()):
-            t_end = t + 1
-            break
+    with torch.no_grad():
+        t_end = step_loop(steps, actor, env.fast_step, plan,
+                          (lambda t: bool(done_t.any())) if brk else None)[0]
     return _finish(storage, t_end, steps, nxt, env)
 
 
@@ -208,8 +317,9 @@ def _policy_storage(
     env: EnvBase, ptd: TensorDictBase, template: TensorDictBase, steps: int
 ) -> tuple:
     """Storage for the env keys plus whatever the policy wrote (root and ``"next"``), its
-    copy pairs (policy outputs by key, root and next; the env's next leaves) and the
-    policy's ``"next"`` keys."""
+    copy pairs (by key from the policy input, root leaves and the policy's ``"next"``
+    outputs, copied before the step; the env's next leaves, after it) and the policy's
+    ``"next"`` keys."""
     full = template.clone()
     nxt_env = set(template.get(NEXT).keys(True, True))
     policy_next: list[tuple] = []
@@ -232,7 +342,7 @@ def _policy_storage(
     _, nxt = env.buffers()
     env_only = nxt.exclude(*[_unwrap(k) for k in policy_next])  # the policy's value wins
     next_pairs = writer.pairs(env_only, prefix=(NEXT,))
-    return writer.storage, (root_outs, next_outs, next_pairs), policy_next
+    return writer.storage, (root_outs + next_outs, next_pairs), policy_next
 
 
 def carry_pairs(keys: list) -> list[tuple[Any, Any]]:
