@@ -24,6 +24,7 @@ from rl_profiling._ranges import (
 )
 from rl_profiling._recorder import RECORDER, Recorder
 from rl_profiling._report import PHASES, RunReport
+from rl_profiling._timeit import get_available_device, logger, timeit
 from rl_profiling._timing import Timing
 from rl_profiling._trace import (
     ABSORBING,
@@ -58,7 +59,9 @@ __all__ = [
     "TraceError",
     "TraceSummary",
     "__version__",
+    "get_available_device",
     "load_trace_events",
+    "logger",
     "nvtx_enabled",
     "profiled",
     "profiled_methods",
@@ -70,4 +73,5 @@ __all__ = [
     "summarize_events",
     "summarize_trace",
     "summarize_traces",
+    "timeit",
 ]
