@@ -65,6 +65,7 @@ PATHS: dict[str, str | None] = {
     "torchrl.record.loggers.mlflow": "rl_record",
     "torchrl.trainers": "rl_trainers",
     "torchrl.trainers.trainers": "rl_trainers",
+    "torchrl._utils": "rl_profiling",
 }
 """TorchRL module -> the module here that keeps its shape (``None``: split, by name)."""
 
@@ -105,8 +106,8 @@ ARGS: dict[tuple[str, str], tuple[str, str]] = {
 """``(TorchRL class, keyword)`` refused here -> ``(family, its row on the page)``."""
 
 _FAMILIES: dict[str, tuple[str, ...]] = {
-    "`torchrl._utils` helpers": ("timeit", "logger", "get_available_device", "torchrl_logger",
-                                 "_utils", "merge_ray_runtime_env"),
+    "`torchrl._utils` helpers": ("torchrl_logger", "logger", "timeit", "_utils", "VERBOSE",
+                                 "merge_ray_runtime_env"),
     "Replay: n-step and slice samplers": (
         "LazyStackStorage", "RayReplayBuffer"),
     "Transforms not here yet": ("RNDTransform", "R3MTransform",
@@ -128,7 +129,7 @@ def row_for(name: str, module: str = "") -> str:
     """The migration page's row for a TorchRL name (from ``module``) with no counterpart.
 
     Examples:
-        >>> row_for("timeit")
+        >>> row_for("merge_ray_runtime_env")
         '`torchrl._utils` helpers'
         >>> row_for("DMControlEnv", "torchrl.envs.libs.dm_control")
         'Other simulators and their envs'
