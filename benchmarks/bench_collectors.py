@@ -1,6 +1,7 @@
 """Collector throughput against its limit, measured in the same run.
 
-1. Random policy, ``GymEnv("CartPole-v1", num_envs=8)``: limit = the plain gymnasium loop
+1. Random policy, ``GymEnv("CartPole-v1", num_envs=8,
+                           categorical_action_encoding=True)``: limit = the plain gymnasium loop
    with random actions (target >= 0.8).
 2. A ``TensorDictModule`` MLP policy (4-64-64-2, greedy action): limit = the plain loop
    calling the same network on the observations (target >= 0.75).
@@ -176,7 +177,8 @@ def _single_row(
     kwargs = {"vector_kwargs": SAME_STEP} if mode == "sync" else {}
     plain = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode=mode, **kwargs)
     plain.reset(seed=0)
-    env = GymEnv("CartPole-v1", num_envs=num_envs, vectorization_mode=mode)
+    env = GymEnv("CartPole-v1", num_envs=num_envs, vectorization_mode=mode,
+                 categorical_action_encoding=True)
     steps_per_batch = min(steps, 200)
     collector = Collector(env, policy, frames_per_batch=num_envs * steps_per_batch, total_frames=-1)
     try:

@@ -1,7 +1,8 @@
 """RayCollector, DistributedDataCollector, RPCDataCollector vs MultiSyncCollector: throughput
 and start-up.
 
-Same env (``GymEnv("CartPole-v1", num_envs=8)`` per worker), same policy (a 4-64-64-2
+Same env (``GymEnv("CartPole-v1", num_envs=8,
+                   categorical_action_encoding=True)`` per worker), same policy (a 4-64-64-2
 MLP, greedy action), same batch (1600 frames = 2 x 8 envs x 100 steps), measured in the
 same run:
 
@@ -56,7 +57,7 @@ def make_policy() -> TensorDictSequential:
 def make_env_fn() -> Any:
     from rl_envs import GymEnv
 
-    return partial(GymEnv, "CartPole-v1", num_envs=8)
+    return partial(GymEnv, "CartPole-v1", num_envs=8, categorical_action_encoding=True)
 
 
 def _measure(collector: Any) -> float:

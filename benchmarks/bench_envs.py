@@ -190,7 +190,7 @@ def bench_small() -> list[dict]:
     plain = gym.make_vec("CartPole-v1", num_envs=SMALL_ENVS, vectorization_mode="sync")
     plain.reset(seed=0)
     plain.action_space.seed(0)
-    ours = GymEnv("CartPole-v1", num_envs=SMALL_ENVS)
+    ours = GymEnv("CartPole-v1", num_envs=SMALL_ENVS, categorical_action_encoding=True)
     ours.set_seed(0)
     try:
         fns = {
@@ -211,7 +211,8 @@ def bench_big() -> list[dict]:
     plain = gym.make_vec("CartPole-v1", num_envs=BIG_ENVS, vectorization_mode="vector_entry_point")
     plain.reset(seed=0)
     plain.action_space.seed(0)
-    ours = GymEnv("CartPole-v1", num_envs=BIG_ENVS, vectorization_mode="vector_entry_point")
+    ours = GymEnv("CartPole-v1", num_envs=BIG_ENVS, vectorization_mode="vector_entry_point",
+                  categorical_action_encoding=True)
     ours.set_seed(0)
     try:
         fns = {
@@ -253,7 +254,8 @@ def bench_ale_vector() -> list[dict]:
     plain = gym.make_vec(
         "ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="vector_entry_point"
     )
-    best = _side_by_side(plain, GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS), ALE_STEPS)
+    best = _side_by_side(plain, GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS,
+                                       categorical_action_encoding=True), ALE_STEPS)
     return _rows(f"(c) ALE Breakout C++ vector env x{ALE_ENVS}", best, 0.9)
 
 
@@ -316,14 +318,16 @@ def bench_pixels() -> list[dict]:
     torch.set_num_threads(PIXEL_THREADS)
     try:
         plain = gym.make_vec("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync")
-        base = GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync")
+        base = GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync",
+                      categorical_action_encoding=True)
         best = _side_by_side(plain, TransformedEnv(base, _pixel_pipeline()), PIXEL_STEPS)
         label = (
             f"(e) 8 single ALE envs + GrayScale/Resize/CatFrames x{ALE_ENVS}, "
             f"{PIXEL_THREADS} torch thread"
         )
         pixels = TransformedEnv(
-            GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync"),
+            GymEnv("ALE/Breakout-v5", num_envs=ALE_ENVS, vectorization_mode="sync",
+                   categorical_action_encoding=True),
             _pixel_pipeline(),
         )
         return _rows(label, best, 0.8, on="fast") + _per_transform(label, pixels)

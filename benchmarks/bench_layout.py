@@ -131,7 +131,7 @@ def _pipeline(num_envs: int, steps: int, minibatch: int) -> dict:
     from tensordict.nn import TensorDictModule
 
     torch.manual_seed(0)
-    base = GymEnv("CartPole-v1", num_envs=num_envs)
+    base = GymEnv("CartPole-v1", num_envs=num_envs, categorical_action_encoding=True)
     env = TransformedEnv(base, StepCounter())
     env.append_transform(InitTracker())
     env.append_transform(RewardSum())

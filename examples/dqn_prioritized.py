@@ -185,7 +185,8 @@ def parse_args() -> Config:
 
 def make_env(env_id: str, num_envs: int, seed: int, **gym_kwargs) -> TransformedEnv:
     """One worker's env (module level: pickled by reference into the spawned workers)."""
-    env = TransformedEnv(GymEnv(env_id, num_envs=num_envs, **gym_kwargs), RewardSum())
+    env = GymEnv(env_id, num_envs=num_envs, categorical_action_encoding=True, **gym_kwargs)
+    env = TransformedEnv(env, RewardSum())  # integer actions, as the replay stores them
     env.set_seed(seed)
     return env
 
@@ -194,7 +195,7 @@ def make_agent(cfg: Config) -> tuple[TensorDictSequential, QValueActor]:
     """The Q-network (``QValueActor``: greedy action and values) and the collection policy
     (the same network, then epsilon-greedy; epsilon is a buffer, so the weight push carries
     its annealing to the workers)."""
-    probe = GymEnv(cfg.env_id, num_envs=1)
+    probe = GymEnv(cfg.env_id, num_envs=1, categorical_action_encoding=True)
     n_obs, spec = probe.observation_spec["observation"].shape[-1], probe.action_spec
     probe.close()
     net = MLP(n_obs, spec.n, num_cells=cfg.hidden, depth=2, activation_class=nn.ReLU)

@@ -145,7 +145,8 @@ def parse_args() -> Config:
 
 def make_env(cfg: Config) -> TransformedEnv:
     base = GymEnv(cfg.env_id, num_envs=cfg.num_envs, info_keys=["lives"], frameskip=cfg.frame_skip,
-                  reward_clipping=False, repeat_action_probability=0.0)
+                  reward_clipping=False, repeat_action_probability=0.0,
+                  categorical_action_encoding=True)  # the Categorical head samples indices
     env = TransformedEnv(base, EndOfLifeTransform())
     env.append_transform(RewardSum())      # the true score, before clipping
     env.append_transform(SignTransform())  # learn from -1/0/1
@@ -161,7 +162,7 @@ def make_video_env(cfg: Config) -> TransformedEnv:
     reset."""
     base = GymEnv(cfg.env_id, num_envs=1, vectorization_mode="sync", render_mode="rgb_array",
                   frameskip=cfg.frame_skip, repeat_action_probability=0.0,
-                  max_episode_steps=cfg.video_max_steps)
+                  max_episode_steps=cfg.video_max_steps, categorical_action_encoding=True)
     env = TransformedEnv(base, ToTensorImage())  # a single ALE env's RGB frames: "pixels"
     for transform in (GrayScale(), Resize(84, 84), CatFrames(N=4, dim=-3),
                       RenameTransform(["pixels"], ["observation"]), RewardSum()):

@@ -126,9 +126,9 @@ def parse_args() -> Config:
 
 
 def make_env(cfg: Config, **gym_kwargs) -> TransformedEnv:
-    env = GymEnv(
+    env = GymEnv(  # integer actions: the Categorical head samples indices
         cfg.env_id, num_envs=cfg.num_envs, vectorization_mode=cfg.vectorization_mode or None,
-        **gym_kwargs,
+        categorical_action_encoding=True, **gym_kwargs,
     )
     env = TransformedEnv(env, StepCounter())
     env.append_transform(InitTracker())

@@ -238,7 +238,9 @@ def make_agent(cfg: Config):
 
 
 def make_env(cfg: Config, lstm: LSTMModule, **gym_kwargs) -> TransformedEnv:
-    env = TransformedEnv(GymEnv(cfg.env_id, num_envs=cfg.num_envs, **gym_kwargs), MaskVelocity())
+    env = GymEnv(cfg.env_id, num_envs=cfg.num_envs, categorical_action_encoding=True,
+                 **gym_kwargs)  # integer actions: the Categorical head samples indices
+    env = TransformedEnv(env, MaskVelocity())
     # positions are ~0.01-0.1 early on: scale them by CartPole's termination bounds (cart
     # +-2.4, pole +-0.2095 rad) so the LSTM sees values of order one from the start
     env.append_transform(

@@ -26,7 +26,8 @@ PROBE = torch.linspace(-1, 1, 4 * 8).reshape(8, 4)
 
 def _build(seed: int):
     torch.manual_seed(seed)  # a resumed run is built from other random weights
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), RewardSum())
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                                categorical_action_encoding=True), RewardSum())
     spec = env.action_spec
     qnet = QValueActor(MLP(4, 2, num_cells=16, depth=2), spec=spec)
     policy = TensorDictSequential(

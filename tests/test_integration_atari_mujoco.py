@@ -13,7 +13,8 @@ pytest.importorskip("mujoco")
 
 
 def _atari() -> TransformedEnv:
-    base = GymEnv("ALE/Breakout-v5", num_envs=4, info_keys=["lives"])
+    base = GymEnv("ALE/Breakout-v5", num_envs=4, info_keys=["lives"],
+                  categorical_action_encoding=True)
     env = TransformedEnv(base, EndOfLifeTransform())
     env.append_transform(RewardSum())
     env.set_seed(0)

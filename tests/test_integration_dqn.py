@@ -39,7 +39,7 @@ def test_dqn_prioritized_multisync(no_leaks) -> None:
     torch.manual_seed(0)
     torch.set_num_threads(1)
     policy, qnet = make_policy()
-    make_env = partial(GymEnv, "CartPole-v1", num_envs=NUM_ENVS)
+    make_env = partial(GymEnv, "CartPole-v1", num_envs=NUM_ENVS, categorical_action_encoding=True)
     buffer = TensorDictPrioritizedReplayBuffer(
         alpha=ALPHA,
         beta=0.4,

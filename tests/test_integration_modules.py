@@ -105,7 +105,7 @@ def _dqn_policy(env, eps: float):
 
 
 def test_dqn_loss_takes_a_qvalue_actor_and_the_collector_honours_exploration_type():
-    env = GymEnv("CartPole-v1", num_envs=4)
+    env = GymEnv("CartPole-v1", num_envs=4, categorical_action_encoding=True)
     qnet, policy = _dqn_policy(env, eps=1.0)
     greedy = Collector(
         env, policy, frames_per_batch=64, total_frames=64, exploration_type="deterministic"
@@ -116,7 +116,8 @@ def test_dqn_loss_takes_a_qvalue_actor_and_the_collector_honours_exploration_typ
     )  # eps = 1 is inert
     greedy.shutdown()
     explore = Collector(
-        GymEnv("CartPole-v1", num_envs=4), policy, frames_per_batch=256, total_frames=256
+        GymEnv("CartPole-v1", num_envs=4,
+               categorical_action_encoding=True), policy, frames_per_batch=256, total_frames=256
     )
     batch = next(iter(explore))
     off_greedy = (batch["action"] != batch["action_value"].argmax(-1)).float().mean().item()
@@ -149,10 +150,11 @@ def test_ou_noise_restarts_per_sub_env_on_is_init_in_a_collector():
 
 @pytest.mark.timeout(180)
 def test_annealed_epsilon_reaches_the_workers_with_the_weights(no_leaks):
-    env = GymEnv("CartPole-v1", num_envs=2)
+    env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
     _, policy = _dqn_policy(env, eps=1.0)
     env.close()
-    make = partial(GymEnv, "CartPole-v1", num_envs=2)  # importable in the workers
+    # importable in the workers
+    make = partial(GymEnv, "CartPole-v1", num_envs=2, categorical_action_encoding=True)
     collector = MultiSyncCollector([make, make], policy, frames_per_batch=128,
                                    total_frames=-1, timeout=120.0, start_timeout=120.0)
     try:

@@ -24,7 +24,8 @@ ITERATIONS = 16
 
 
 def make_env(seed: int) -> TransformedEnv:
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=NUM_ENVS), StepCounter())
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=NUM_ENVS,
+                                categorical_action_encoding=True), StepCounter())
     env.append_transform(InitTracker())
     env.append_transform(RewardSum())
     env.set_seed(seed)

@@ -28,7 +28,8 @@ COLLECT = textwrap.dedent(
     import rl_profiling
 
     torch.set_num_threads(1)
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), StepCounter())
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                                categorical_action_encoding=True), StepCounter())
     env.append_transform(InitTracker())
     env.set_seed(0)
     net = torch.nn.Linear(4, 2)
@@ -152,7 +153,8 @@ def check_unarmed_in_this_process() -> None:
         TransformedEnv.fast_reset,
     ):
         assert not hasattr(method, "__wrapped__"), method
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), InitTracker())
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                                categorical_action_encoding=True), InitTracker())
     collector = Collector(env, None, frames_per_batch=16, total_frames=32)
     try:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:

@@ -121,7 +121,7 @@ def test_dqn_prioritized_with_ray_collector(no_leaks) -> None:
     try:
         start_local_ray(ray)
         collector = RayCollector(
-            partial(GymEnv, "CartPole-v1", num_envs=NUM_ENVS),
+            partial(GymEnv, "CartPole-v1", num_envs=NUM_ENVS, categorical_action_encoding=True),
             policy,
             frames_per_batch=FRAMES_PER_BATCH,
             total_frames=FRAMES_PER_BATCH * ITERATIONS,

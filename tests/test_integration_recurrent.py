@@ -60,7 +60,8 @@ def collected() -> tuple[ProbabilisticTensorDictSequential, list]:
     """Two [NUM_ENVS, STEPS] batches collected with an untrained LSTM policy (short episodes)."""
     torch.manual_seed(0)
     policy = make_policy()
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=NUM_ENVS), InitTracker())
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=NUM_ENVS,
+                                categorical_action_encoding=True), InitTracker())
     env.append_transform(policy[0].make_tensordict_primer())
     env.append_transform(StepCounter())
     env.set_seed(0)

@@ -9,7 +9,7 @@ from rl_replay import MultiStep
 
 
 def test_multistep_postproc_on_a_real_collector_batch_matches_a_hand_written_reference() -> None:
-    env = GymEnv("CartPole-v1", num_envs=2)
+    env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
     env.set_seed(0)
     plain = Collector(env, None, frames_per_batch=120, total_frames=120)
     raw = next(iter(plain)).clone()
@@ -44,7 +44,8 @@ def test_multistep_postproc_on_a_real_collector_batch_matches_a_hand_written_ref
         seen.append(batch.clone())
         return multistep(batch)
 
-    post = Collector(GymEnv("CartPole-v1", num_envs=2), None, frames_per_batch=120,
+    post = Collector(GymEnv("CartPole-v1", num_envs=2,
+                            categorical_action_encoding=True), None, frames_per_batch=120,
                      total_frames=120, postproc=postproc)
     via = next(iter(post))
     post.shutdown()

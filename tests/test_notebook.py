@@ -22,7 +22,7 @@ from rl_collectors import (AsyncBatchedCollector, DistributedDataCollector, Mult
                            MultiSyncCollector, WorkerError)
 
 def make_env():
-    return GymEnv("CartPole-v1")
+    return GymEnv("CartPole-v1", categorical_action_encoding=True)
 
 class Policy(torch.nn.Module):
     def __init__(self):

@@ -134,7 +134,8 @@ import collectors_helpers
 from rl_collectors import AsyncBatchedCollector
 from rl_envs import GymEnv
 
-with AsyncBatchedCollector(partial(GymEnv, "CartPole-v1"), collectors_helpers.greedy_policy(),
+with AsyncBatchedCollector(partial(GymEnv, "CartPole-v1", categorical_action_encoding=True),
+                           collectors_helpers.greedy_policy(),
                            num_envs=3, frames_per_batch=48, total_frames=48 * 6) as collector:
     collector.enable_profile(num_rollouts=4, warmup_rollouts=1, save_path=sys.argv[1])
     for _ in collector:

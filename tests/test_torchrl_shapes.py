@@ -118,7 +118,8 @@ def agent(n_obs: int, n_act: int) -> tuple[ProbabilisticActor, ValueOperator]:
 
 
 def cartpole(num_envs: int | None) -> TransformedEnv:
-    return TransformedEnv(GymEnv("CartPole-v1", num_envs), Compose(StepCounter(), RewardSum()))
+    return TransformedEnv(GymEnv("CartPole-v1", num_envs, categorical_action_encoding=True),
+                          Compose(StepCounter(), RewardSum()))
 
 
 @pytest.mark.parametrize("num_envs", SHAPES)

@@ -80,7 +80,7 @@ def bomb_policy(after: int = 3) -> TensorDictModule:
 def make_cartpole(num_envs: int = 2):
     from rl_envs import GymEnv
 
-    return GymEnv("CartPole-v1", num_envs=num_envs)
+    return GymEnv("CartPole-v1", num_envs=num_envs, categorical_action_encoding=True)
 
 
 def sleep_forever() -> None:

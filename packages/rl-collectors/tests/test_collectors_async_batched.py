@@ -217,7 +217,8 @@ def test_bad_arguments_are_named() -> None:
 
     with pytest.raises(ValueError, match="single env"):
         AsyncBatchedCollector(
-            lambda: GymEnv("CartPole-v1", num_envs=2), None, num_envs=2, frames_per_batch=4
+            lambda: GymEnv("CartPole-v1", num_envs=2,
+                           categorical_action_encoding=True), None, num_envs=2, frames_per_batch=4
         )
     float_action = TensorDictModule(
         lambda obs: obs[..., 0], in_keys=["observation"], out_keys=["action"]

@@ -29,7 +29,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def _env(seed=0):
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), VecNorm(decay=0.99))
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                                categorical_action_encoding=True), VecNorm(decay=0.99))
     env.append_transform(
         ObservationNorm(loc=torch.zeros(4), scale=torch.ones(4), in_keys=["observation"])
     )
@@ -85,10 +86,12 @@ def test_policy_version_continues_after_a_load(tmp_path, monkeypatch):
     from collectors_helpers import greedy_policy
 
     module = greedy_policy()
-    c = Collector(GymEnv("CartPole-v1", num_envs=2), module, frames_per_batch=4, total_frames=-1)
+    c = Collector(GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True), module,
+                  frames_per_batch=4, total_frames=-1)
     c.update_policy_weights_(), c.update_policy_weights_()
     save_checkpoint(tmp_path, collector=c)
-    d = Collector(GymEnv("CartPole-v1", num_envs=2), module, frames_per_batch=4, total_frames=-1)
+    d = Collector(GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True), module,
+                  frames_per_batch=4, total_frames=-1)
     load_checkpoint(tmp_path, collector=d)
     assert d.update_policy_weights_() == 3
     c.shutdown(), d.shutdown()

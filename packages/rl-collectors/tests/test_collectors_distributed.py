@@ -213,7 +213,7 @@ def test_a_user_initialised_group_is_used_a_raising_rank_reported_and_the_group_
                                      num_collectors=1)
         # the policy raises on its 10th call: the probe, 2 batches of 4 steps, then the 3rd batch
         collector = DistributedDataCollector(
-            partial(GymEnv, "CartPole-v1", num_envs=2),
+            partial(GymEnv, "CartPole-v1", num_envs=2, categorical_action_encoding=True),
             helpers.bomb_policy(after=10),
             frames_per_batch=8,
             total_frames=-1,

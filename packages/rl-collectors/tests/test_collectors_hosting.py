@@ -16,7 +16,7 @@ SRC = Path(rl_collectors.__file__).parent
 
 
 def make_env(n: int = 2) -> GymEnv:
-    return GymEnv("CartPole-v1", num_envs=n)
+    return GymEnv("CartPole-v1", num_envs=n, categorical_action_encoding=True)
 
 
 def test_bind_worker_strides_traj_ids_and_names_timing() -> None:

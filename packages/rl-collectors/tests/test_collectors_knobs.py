@@ -47,7 +47,8 @@ def greedy(compiled_from: TensorDictModule) -> torch.nn.Module:
 
 def collect(policy, **knobs) -> torch.Tensor:
     collector = Collector(
-        GymEnv("CartPole-v1", num_envs=2), policy, frames_per_batch=20, total_frames=40, **knobs
+        GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True), policy,
+        frames_per_batch=20, total_frames=40, **knobs
     )
     collector.set_seed(3)
     batches = list(collector)
@@ -65,7 +66,8 @@ def test_compile_policy_output_equals_eager() -> None:
     torch.testing.assert_close(logits, eager_logits)
     assert torch.equal(actions, eager_actions)
     collector = Collector(
-        GymEnv("CartPole-v1", num_envs=2), policy, frames_per_batch=4, compile_policy=True
+        GymEnv("CartPole-v1", num_envs=2,
+               categorical_action_encoding=True), policy, frames_per_batch=4, compile_policy=True
     )
     assert isinstance(collector._policy_actor.policy, torch._dynamo.eval_frame.OptimizedModule)
     assert collector.policy is policy  # weights and state_dict stay on the eager module
@@ -83,7 +85,7 @@ def test_cuda_knobs_are_inert_without_cuda() -> None:
     knobbed = collect(policy, cudagraph_policy=True, no_cuda_sync=True)
     torch.testing.assert_close(knobbed[0], plain[0])
     collector = Collector(
-        GymEnv("CartPole-v1", num_envs=2),
+        GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True),
         policy,
         frames_per_batch=4,
         cudagraph_policy={"warmup": 2},
@@ -104,7 +106,7 @@ def test_trust_policy_skips_the_output_checks() -> None:
     policy = TensorDictModule(
         Normalise(), in_keys=["observation"], out_keys=["observation", "action"]
     )
-    make = partial(GymEnv, "CartPole-v1", num_envs=2)
+    make = partial(GymEnv, "CartPole-v1", num_envs=2, categorical_action_encoding=True)
     with pytest.raises(CollectorError, match="overwrites the env entries"):
         Collector(make, policy, frames_per_batch=4)
     collector = Collector(make, policy, frames_per_batch=4, total_frames=8, trust_policy=True)

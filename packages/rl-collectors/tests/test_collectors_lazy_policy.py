@@ -38,7 +38,8 @@ def test_the_weight_updaters_are_exported_as_torchrl_does() -> None:
 
 def test_a_collector_runs_a_policy_of_lazy_modules() -> None:
     net, policy = _lazy_policy()
-    collector = Collector(lambda: GymEnv("CartPole-v1", num_envs=2), policy,
+    collector = Collector(lambda: GymEnv("CartPole-v1", num_envs=2,
+                                         categorical_action_encoding=True), policy,
                           frames_per_batch=8, total_frames=16)
     try:
         shapes = []

@@ -191,7 +191,7 @@ def test_in_process_mode_runs_the_same_workers() -> None:
     from rl_envs import GymEnv
 
     with MultiSyncCollector(
-        [partial(GymEnv, "CartPole-v1", num_envs=2)] * 2,
+        [partial(GymEnv, "CartPole-v1", num_envs=2, categorical_action_encoding=True)] * 2,
         frames_per_batch=8,
         total_frames=24,
         in_process=True,
@@ -206,7 +206,7 @@ def test_init_random_frames_counts_the_frames_of_all_workers(helpers) -> None:
     # 2 workers x 2 envs x 4 steps = 16 frames a batch; 32 random frames = 2 random batches
     # in all (not 2 per worker), then the policy, which always picks action 0
     with MultiSyncCollector(
-        [partial(GymEnv, "CartPole-v1", num_envs=2)] * 2,
+        [partial(GymEnv, "CartPole-v1", num_envs=2, categorical_action_encoding=True)] * 2,
         helpers.greedy_policy(prefer=0),
         frames_per_batch=16,
         total_frames=80,

@@ -38,7 +38,7 @@ sys.path.remove(HERE)
 
 
 def make_env():
-    return GymEnv("CartPole-v1")
+    return GymEnv("CartPole-v1", categorical_action_encoding=True)
 
 
 def broken_env():
@@ -105,7 +105,8 @@ def test_lambdas_closures_and_unimportable_code_reach_the_workers(kind: str) -> 
     extra = (
         {} if kind in ("DistributedDataCollector", "RPCDataCollector") else {"postproc": postproc}
     )
-    collector = build(kind, lambda: GymEnv(env_id), policy(), **extra)
+    collector = build(kind, lambda: GymEnv(env_id, categorical_action_encoding=True), policy(),
+                      **extra)
     try:
         frames = sum(batch.numel() for batch in collector)
     finally:
@@ -160,7 +161,7 @@ from rl_envs import GymEnv, ParallelEnv
 from rl_collectors import MultiSyncCollector
 
 def make_env():
-    return GymEnv("CartPole-v1")
+    return GymEnv("CartPole-v1", categorical_action_encoding=True)
 
 class Policy(torch.nn.Module):
     def __init__(self):

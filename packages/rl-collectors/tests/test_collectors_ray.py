@@ -42,7 +42,7 @@ RAY_PROCESSES = ("raylet", "gcs_server", "default_worker.py", "ray::")
 def cartpole(num_envs: int = 2):
     from rl_envs import GymEnv
 
-    return GymEnv("CartPole-v1", num_envs=num_envs)
+    return GymEnv("CartPole-v1", num_envs=num_envs, categorical_action_encoding=True)
 
 
 def crashing_cartpole(after: int):
@@ -56,7 +56,7 @@ def crashing_cartpole(after: int):
                 raise RuntimeError(f"env crashed on purpose after {after} steps")
             return super().fast_step(action)
 
-    return Crashing("CartPole-v1", num_envs=2)
+    return Crashing("CartPole-v1", num_envs=2, categorical_action_encoding=True)
 
 
 def broken_env():

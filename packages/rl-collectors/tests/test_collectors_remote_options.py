@@ -11,7 +11,7 @@ import pytest
 from rl_collectors import DistributedDataCollector, RayCollector, RemoteOptions, RPCDataCollector
 from rl_envs import GymEnv
 
-MAKE_ENV = partial(GymEnv, "CartPole-v1", num_envs=2)
+MAKE_ENV = partial(GymEnv, "CartPole-v1", num_envs=2, categorical_action_encoding=True)
 REMOTE = [DistributedDataCollector, RPCDataCollector, RayCollector]
 
 

@@ -12,7 +12,7 @@ from tensordict.nn import TensorDictModule
 
 
 def make_env(n: int = 4) -> GymEnv:
-    return GymEnv("CartPole-v1", num_envs=n)
+    return GymEnv("CartPole-v1", num_envs=n, categorical_action_encoding=True)
 
 
 def greedy(bias: tuple[float, float] = (0.0, 0.0)) -> TensorDictModule:

@@ -43,7 +43,7 @@ def cartpole():
     """An env constructor the ranks can unpickle (by reference: rl_envs is importable there)."""
     from rl_envs import GymEnv
 
-    return partial(GymEnv, "CartPole-v1", num_envs=2)
+    return partial(GymEnv, "CartPole-v1", num_envs=2, categorical_action_encoding=True)
 
 
 def test_submitit_launcher_validates_its_executor(tmp_path):

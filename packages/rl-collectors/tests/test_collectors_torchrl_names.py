@@ -46,7 +46,7 @@ def helpers():
 
 
 def _cartpole():
-    return GymEnv("CartPole-v1", num_envs=2)
+    return GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
 
 
 def _children() -> set[int]:

@@ -31,7 +31,7 @@ AUTORESET = [gym.vector.AutoresetMode.SAME_STEP, gym.vector.AutoresetMode.NEXT_S
 
 
 def test_default_is_ale_vector_env_with_uint8_frames():
-    env = GymEnv("ALE/Breakout-v5", num_envs=8)
+    env = GymEnv("ALE/Breakout-v5", num_envs=8, categorical_action_encoding=True)
     assert env.vectorization_mode == "vector_entry_point"
     assert type(env.env.unwrapped).__name__ == "AtariVectorEnv"
     assert env.autoreset_mode == gym.vector.AutoresetMode.SAME_STEP
@@ -49,6 +49,7 @@ def test_ale_options_pass_through():
     env = GymEnv(
         "ALE/Pong-v5", num_envs=2, grayscale=False, img_height=64, img_width=48, stack_num=2,
         frameskip=2, reward_clipping=False, episodic_life=True, full_action_space=True,
+        categorical_action_encoding=True,
     )
     assert env.observation_spec["observation"].shape == (2, 2, 64, 48, 3)
     assert env.action_spec.n == 18  # full action space
@@ -59,7 +60,8 @@ def test_ale_options_pass_through():
 @pytest.mark.parametrize("mode", AUTORESET, ids=lambda m: m.value)
 def test_truncation_keeps_final_obs_against_raw_loop(mode):
     """Every step's observations against ALE's own vector env replayed with the actions."""
-    env = GymEnv("ALE/Breakout-v5", num_envs=3, autoreset_mode=mode, **DETERMINISTIC)
+    env = GymEnv("ALE/Breakout-v5", num_envs=3, autoreset_mode=mode,
+                 categorical_action_encoding=True, **DETERMINISTIC)
     env.set_seed(5)
     data = env.rollout(30, break_when_any_done=False)
     env.close()
@@ -100,11 +102,12 @@ def test_partial_reset_restarts_only_the_masked_sub_env(mode):
 
 def test_batch_size_other_than_num_envs_is_refused():
     with pytest.raises(ValueError, match="batch_size"):
-        GymEnv("ALE/Breakout-v5", num_envs=4, batch_size=2)
+        GymEnv("ALE/Breakout-v5", num_envs=4, batch_size=2, categorical_action_encoding=True)
 
 
 def test_single_ale_envs_in_sync_mode():
-    env = GymEnv("ALE/Breakout-v5", num_envs=2, vectorization_mode="sync")
+    env = GymEnv("ALE/Breakout-v5", num_envs=2, vectorization_mode="sync",
+                 categorical_action_encoding=True)
     assert list(env.observation_spec.keys()) == ["pixels"]  # RGB frames: TorchRL's key
     assert env.observation_spec["pixels"].shape == (2, 210, 160, 3)
     assert env.observation_spec["pixels"].dtype == torch.uint8
@@ -147,7 +150,8 @@ def _frames(base: GymEnv) -> list[int]:
 
 
 def test_noop_reset_fixed_count_at_reset_and_after_an_episode_end():
-    base = GymEnv("ALE/Pong-v5", num_envs=3, vectorization_mode="sync", max_episode_steps=6)
+    base = GymEnv("ALE/Pong-v5", num_envs=3, vectorization_mode="sync", max_episode_steps=6,
+                  categorical_action_encoding=True)
     env = TransformedEnv(base, NoopResetEnv(noops=3, random=False))
     env.set_seed(0)
     root = env.reset()
@@ -165,7 +169,8 @@ def test_noop_reset_fixed_count_at_reset_and_after_an_episode_end():
 
 def test_noop_reset_random_counts_are_drawn_per_sub_env_and_seeded():
     def counts(seed: int) -> list[int]:
-        base = GymEnv("ALE/Pong-v5", num_envs=6, vectorization_mode="sync")
+        base = GymEnv("ALE/Pong-v5", num_envs=6, vectorization_mode="sync",
+                      categorical_action_encoding=True)
         env = TransformedEnv(base, NoopResetEnv(noops=30))
         env.set_seed(seed)
         env.reset()
@@ -179,7 +184,8 @@ def test_noop_reset_random_counts_are_drawn_per_sub_env_and_seeded():
 
 
 def test_noop_reset_partial_reset_steps_only_the_reset_sub_env():
-    base = GymEnv("ALE/Pong-v5", num_envs=2, vectorization_mode="sync")
+    base = GymEnv("ALE/Pong-v5", num_envs=2, vectorization_mode="sync",
+                  categorical_action_encoding=True)
     env = TransformedEnv(base, NoopResetEnv(noops=2, random=False))
     env.reset()
     env.rollout(5, auto_reset=False, break_when_any_done=False)
@@ -191,15 +197,17 @@ def test_noop_reset_partial_reset_steps_only_the_reset_sub_env():
 def test_noop_reset_errors():
     with pytest.raises(ValueError, match="noops"):
         NoopResetEnv(noops=0)
-    short = GymEnv("ALE/Pong-v5", num_envs=1, vectorization_mode="sync", max_episode_steps=2)
+    short = GymEnv("ALE/Pong-v5", num_envs=1, vectorization_mode="sync", max_episode_steps=2,
+                   categorical_action_encoding=True)
     with pytest.raises(RuntimeError, match="noops=5"):
         TransformedEnv(short, NoopResetEnv(noops=5, random=False)).reset()
     short.close()
-    vec = GymEnv("ALE/Pong-v5", num_envs=2)
+    vec = GymEnv("ALE/Pong-v5", num_envs=2, categorical_action_encoding=True)
     with pytest.raises(TypeError, match="vectorization_mode='sync'"):
         TransformedEnv(vec, NoopResetEnv()).reset()
     vec.close()
-    base = GymEnv("ALE/Pong-v5", num_envs=1, vectorization_mode="sync")
+    base = GymEnv("ALE/Pong-v5", num_envs=1, vectorization_mode="sync",
+                  categorical_action_encoding=True)
     with pytest.raises(ValueError, match="first transform"):
         TransformedEnv(base, StepCounter()).append_transform(NoopResetEnv()).reset()
     base.close()
@@ -256,7 +264,8 @@ def test_end_of_life_register_keys_and_errors():
     assert loss.tensor_keys.reward == "reward"
     with pytest.raises(TypeError, match="register_keys"):
         EndOfLifeTransform().register_keys(object())
-    env = GymEnv("ALE/Breakout-v5", num_envs=1, vectorization_mode="sync")
+    env = GymEnv("ALE/Breakout-v5", num_envs=1, vectorization_mode="sync",
+                 categorical_action_encoding=True)
     with pytest.raises(AttributeError, match="eol_attribute"):
         TransformedEnv(env, EndOfLifeTransform(eol_attribute="unwrapped.nope")).reset()
     env.close()

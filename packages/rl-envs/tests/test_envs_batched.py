@@ -36,7 +36,7 @@ try:
 except ImportError:  # a spawned worker imports this file as a top-level module
     from _processes import children, importable_by_workers, settled, spawnable
 
-CARTPOLE = functools.partial(GymEnv, "CartPole-v1", num_envs=2)
+CARTPOLE = functools.partial(GymEnv, "CartPole-v1", num_envs=2, categorical_action_encoding=True)
 
 
 class FlakyEnv(EnvBase):

@@ -10,9 +10,9 @@ from rl_envs import GymEnv, ParallelEnv, SerialEnv
 
 from ._processes import children, settled
 
-CARTPOLE_V1 = functools.partial(GymEnv, "CartPole-v1", num_envs=1)
+CARTPOLE_V1 = functools.partial(GymEnv, "CartPole-v1", num_envs=1, categorical_action_encoding=True)
 SHORT_CARTPOLE = functools.partial(
-    GymEnv, "CartPole-v1", num_envs=1, max_episode_steps=50
+    GymEnv, "CartPole-v1", num_envs=1, max_episode_steps=50, categorical_action_encoding=True
 )  # same specs
 PENDULUM = functools.partial(GymEnv, "Pendulum-v1", num_envs=1)
 

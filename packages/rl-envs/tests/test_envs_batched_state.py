@@ -21,7 +21,8 @@ from rl_envs import (
 def make_normalised_cartpole():
     """One CartPole whose observations a VecNorm of its own normalises."""
     return TransformedEnv(
-        GymEnv("CartPole-v1"), Compose(VecNorm(decay=1.0), RewardSum(), StepCounter(50))
+        GymEnv("CartPole-v1", categorical_action_encoding=True),
+        Compose(VecNorm(decay=1.0), RewardSum(), StepCounter(50)),
     )
 
 

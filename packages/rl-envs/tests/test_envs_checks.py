@@ -15,18 +15,21 @@ from rl_envs import GymEnv, GymWrapper  # noqa: E402
 
 ENVS = {
     "toy": lambda: CountEnv(),
-    "cartpole-sync": lambda: GymEnv("CartPole-v1", num_envs=2),
+    "cartpole-sync": lambda: GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True),
     "cartpole-onehot": lambda: GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=False),
     "pendulum": lambda: GymEnv("Pendulum-v1", num_envs=2),
     "mountaincar-continuous": lambda: GymEnv("MountainCarContinuous-v0", num_envs=2),
-    "acrobot": lambda: GymEnv("Acrobot-v1", num_envs=2),
+    "acrobot": lambda: GymEnv("Acrobot-v1", num_envs=2, categorical_action_encoding=True),
     "cartpole-vector-entry-point": lambda: GymEnv(
-        "CartPole-v1", num_envs=16, vectorization_mode="vector_entry_point"
+        "CartPole-v1", num_envs=16, vectorization_mode="vector_entry_point",
+        categorical_action_encoding=True
     ),
     "cartpole-next-step": lambda: GymWrapper(
-        gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+        gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"),
+        categorical_action_encoding=True
     ),
-    "cartpole-frame-skip": lambda: GymEnv("CartPole-v1", num_envs=2, frame_skip=2),
+    "cartpole-frame-skip": lambda: GymEnv("CartPole-v1", num_envs=2, frame_skip=2,
+                                          categorical_action_encoding=True),
 }
 
 
@@ -38,7 +41,8 @@ def test_check_env_specs_on_shipped_envs(name):
 
 
 def test_check_env_specs_on_async_env():
-    env = GymEnv("CartPole-v1", num_envs=2, vectorization_mode="async")
+    env = GymEnv("CartPole-v1", num_envs=2, vectorization_mode="async",
+                 categorical_action_encoding=True)
     try:
         check_env_specs(env, seed=0)
     finally:

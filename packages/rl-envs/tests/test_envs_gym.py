@@ -32,6 +32,8 @@ EPISODE = 5  # TimeLimit: every episode is truncated after 5 steps
 
 def _reference(seed: int, actions: np.ndarray) -> tuple[list, list]:
     """Replay one sub-env alone: its observations and the reset observations it draws."""
+    if actions.ndim == 2:  # one-hot actions (the default encoding, as TorchRL's)
+        actions = actions.argmax(-1)
     env = gym.make("CartPole-v1", max_episode_steps=EPISODE)
     root, _ = env.reset(seed=seed)
     roots, nexts = [], []
@@ -85,7 +87,7 @@ def test_numpy_vectorised_entry_point_semantics():
         "CartPole-v1",
         num_envs=64,
         vectorization_mode="vector_entry_point",
-        max_episode_steps=EPISODE,
+        max_episode_steps=EPISODE, categorical_action_encoding=True,
     )
     env.set_seed(0)
     data = env.rollout(12, break_when_any_done=False)
@@ -116,7 +118,7 @@ def test_next_step_env_without_partial_reset_is_refused():
 
 def test_seeding_is_reproducible():
     def run(seed):
-        env = GymEnv("CartPole-v1", num_envs=4)
+        env = GymEnv("CartPole-v1", num_envs=4, categorical_action_encoding=True)
         env.set_seed(seed)
         data = env.rollout(30, break_when_any_done=False)
         env.close()
@@ -128,12 +130,16 @@ def test_seeding_is_reproducible():
     assert not torch.equal(a["observation"], c["observation"])
 
 
-def test_fast_path_matches_public_step_and_maybe_reset():
-    fast, public = GymEnv("CartPole-v1", num_envs=4), GymEnv("CartPole-v1", num_envs=4)
+@pytest.mark.parametrize("categorical", [True, False])
+def test_fast_path_matches_public_step_and_maybe_reset(categorical):
+    kw = {"num_envs": 4, "categorical_action_encoding": categorical}
+    fast, public = GymEnv("CartPole-v1", **kw), GymEnv("CartPole-v1", **kw)
     fast.set_seed(5)
     public.set_seed(5)
     gen = torch.Generator().manual_seed(0)
     actions = [torch.randint(0, 2, (4,), generator=gen) for _ in range(40)]
+    if not categorical:
+        actions = [torch.nn.functional.one_hot(a, 2) for a in actions]
     root = fast.fast_reset().clone()
     td = public.reset()
     assert torch.equal(root["observation"], td["observation"])
@@ -194,7 +200,7 @@ def test_box_actions_pendulum_and_bad_actions():
 
 
 def test_discrete_bad_actions_never_cast():
-    env = GymEnv("CartPole-v1", num_envs=2)
+    env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
     td = env.reset()
     with pytest.raises(InvalidActionError, match=r"'action'.*torch.int64.*received torch.float32"):
         env.fast_step(torch.zeros(2))
@@ -203,23 +209,26 @@ def test_discrete_bad_actions_never_cast():
     env.close()
 
 
-def test_one_hot_actions():
-    env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=False)
-    assert isinstance(env.action_spec, OneHot)
+def test_one_hot_actions_by_default_as_torchrl():
+    env = GymEnv("CartPole-v1", num_envs=2)
+    assert isinstance(env.action_spec, OneHot) and env.action_spec.shape == (2, 2)
+    with GymWrapper(gym.make("CartPole-v1")) as single:
+        assert isinstance(single.action_spec, OneHot) and single.action_spec.shape == (2,)
     data = env.rollout(4)
     assert data["action"].shape[-1] == 2 and (data["action"].sum(-1) == 1).all()
     env.close()
 
 
 def test_frame_skip_sums_rewards_and_stops_at_episode_end():
-    env = GymEnv("CartPole-v1", num_envs=2, frame_skip=3, max_episode_steps=7)
+    env = GymEnv("CartPole-v1", num_envs=2, frame_skip=3, max_episode_steps=7,
+                 categorical_action_encoding=True)
     data = env.rollout(6, break_when_any_done=False)
     rewards = data["next", "reward"][0, :, 0].tolist()
     assert rewards[:3] == [3.0, 3.0, 1.0]  # 3 + 3 + 1 = 7 steps: truncated inside the third block
     assert data["next", "truncated"][0, 2, 0]
     env.close()
     with pytest.raises(ValueError, match="frame_skip"):
-        GymEnv("CartPole-v1", frame_skip=0)
+        GymEnv("CartPole-v1", frame_skip=0, categorical_action_encoding=True)
 
 
 def test_info_keys_exported():
@@ -253,20 +262,22 @@ def test_info_keys_exported():
     ]  # the final step's info, not the reset's
     assert data["t"][0].tolist() == [0, 1, 2, 3, 0, 1]
     with pytest.raises(KeyError, match="not in the reset info"):
-        GymWrapper(gym.make_vec("CartPole-v1", num_envs=1), info_keys=["nope"])
+        GymWrapper(gym.make_vec("CartPole-v1", num_envs=1), info_keys=["nope"],
+                   categorical_action_encoding=True)
     env.close()
 
 
 def test_single_env_has_torchrls_empty_batch():
-    env = GymWrapper(gym.make("CartPole-v1"))
+    env = GymWrapper(gym.make("CartPole-v1"), categorical_action_encoding=True)
     assert env.batch_size == ()
     assert env.observation_spec["observation"].shape == (4,)
     assert env.rollout(3, break_when_any_done=False).batch_size == (3,)
     env.close()
-    assert GymEnv("CartPole-v1").batch_size == ()
-    assert GymEnv("CartPole-v1", num_envs=1).batch_size == (1,)
+    assert GymEnv("CartPole-v1", categorical_action_encoding=True).batch_size == ()
+    assert GymEnv("CartPole-v1", num_envs=1, categorical_action_encoding=True).batch_size == (1,)
     with pytest.raises(ValueError, match="unbatched=True"):
-        GymWrapper(gym.make_vec("CartPole-v1", num_envs=2), unbatched=True)
+        GymWrapper(gym.make_vec("CartPole-v1", num_envs=2), unbatched=True,
+                   categorical_action_encoding=True)
 
 
 @pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1"])
@@ -292,13 +303,13 @@ def test_unbatched_env_steps_as_its_one_env_vector_twin(name):
 
 def test_argument_errors():
     with pytest.raises(ValueError, match="num_envs"):
-        GymEnv("CartPole-v1", num_envs=0)
+        GymEnv("CartPole-v1", num_envs=0, categorical_action_encoding=True)
     with pytest.raises(ValueError, match="vectorization_mode"):
-        GymEnv("CartPole-v1", vectorization_mode="threads")
+        GymEnv("CartPole-v1", vectorization_mode="threads", categorical_action_encoding=True)
     with pytest.raises(TypeError, match="gymnasium Env or VectorEnv"):
         GymWrapper(object())
     with pytest.raises(ValueError, match="device"):
-        GymEnv("CartPole-v1", device="meta")
+        GymEnv("CartPole-v1", device="meta", categorical_action_encoding=True)
 
 
 # -- vectorization_mode=None: gymnasium's own choice -----------------------------------------
@@ -338,12 +349,13 @@ def test_default_vectorization_follows_gymnasium(name, kwargs, expected):
 
 def test_explicit_vector_entry_point_without_one_names_the_env():
     with pytest.raises(ValueError, match="'Acrobot-v1' registers no vector entry point"):
-        GymEnv("Acrobot-v1", num_envs=4, vectorization_mode="vector_entry_point")
+        GymEnv("Acrobot-v1", num_envs=4, vectorization_mode="vector_entry_point",
+               categorical_action_encoding=True)
 
 
 def test_default_falls_back_to_sync_when_the_vector_env_loses_final_obs(caplog):
     with caplog.at_level("INFO", logger="rl_envs._gym_make"):
-        env = GymEnv(_NO_PARTIAL, num_envs=3)
+        env = GymEnv(_NO_PARTIAL, num_envs=3, categorical_action_encoding=True)
     assert env.vectorization_mode == "sync"
     assert "cannot report final observations" in caplog.text
     env.set_seed(10)
@@ -354,4 +366,5 @@ def test_default_falls_back_to_sync_when_the_vector_env_loses_final_obs(caplog):
         nobs = data["next", "observation"][i].numpy()
         np.testing.assert_allclose(nobs, np.stack(nexts), rtol=1e-6)
     with pytest.raises(ValueError, match="cannot reset a subset"):
-        GymEnv(_NO_PARTIAL, num_envs=3, vectorization_mode="vector_entry_point")
+        GymEnv(_NO_PARTIAL, num_envs=3, vectorization_mode="vector_entry_point",
+               categorical_action_encoding=True)

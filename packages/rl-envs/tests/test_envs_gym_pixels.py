@@ -17,7 +17,8 @@ def test_pixels_are_the_frames_gymnasium_renders_final_frame_included():
     """A ``[]`` env: uint8 ``[T, H, W, 3]`` under ``"pixels"``, the state kept under
     ``"observation"``; each frame is what the simulator renders after the step, the last
     frame of an episode included (``("next", "pixels")``), the root the reset frame."""
-    env = GymEnv("CartPole-v1", from_pixels=True, max_episode_steps=6)
+    env = GymEnv("CartPole-v1", from_pixels=True, max_episode_steps=6,
+                 categorical_action_encoding=True)
     assert env.batch_size == ()
     assert set(env.observation_spec.keys()) == {"observation", "pixels"}
     ref = gym.make("CartPole-v1", render_mode="rgb_array", max_episode_steps=6)
@@ -40,7 +41,8 @@ def test_pixels_are_the_frames_gymnasium_renders_final_frame_included():
 
 
 def test_pixels_only_and_vector_envs():
-    env = GymEnv("CartPole-v1", 2, from_pixels=True, pixels_only=True)
+    env = GymEnv("CartPole-v1", 2, from_pixels=True, pixels_only=True,
+                 categorical_action_encoding=True)
     assert list(env.observation_spec.keys()) == ["pixels"]
     assert env.vectorization_mode == "sync"
     data = env.rollout(3)
@@ -54,11 +56,13 @@ def test_pixels_only_and_vector_envs():
 
 def test_pixel_arguments_are_checked():
     with pytest.raises(ValueError, match="render_mode='rgb_array'"):
-        GymWrapper(gym.make("CartPole-v1"), from_pixels=True)
+        GymWrapper(gym.make("CartPole-v1"), from_pixels=True, categorical_action_encoding=True)
     with pytest.raises(ValueError, match="from_pixels=True needs a gymnasium Env"):
-        GymWrapper(gym.make_vec("CartPole-v1", 2), from_pixels=True)
+        GymWrapper(gym.make_vec("CartPole-v1", 2), from_pixels=True,
+                   categorical_action_encoding=True)
     with pytest.raises(ValueError, match="vector entry point"):
-        GymEnv("CartPole-v1", from_pixels=True, vectorization_mode="vector_entry_point")
+        GymEnv("CartPole-v1", from_pixels=True, vectorization_mode="vector_entry_point",
+               categorical_action_encoding=True)
 
 
 def test_frame_skip_sums_rewards_and_keeps_the_last_observation():

@@ -14,7 +14,8 @@ SCRIPT = """
 import torch
 from torch.profiler import profile
 from rl_envs import GymEnv, StepCounter, TransformedEnv
-env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), StepCounter(3))
+env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                            categorical_action_encoding=True), StepCounter(3))
 with profile() as prof:
     td = env.reset()
     td = env.rand_step(td)

@@ -18,7 +18,8 @@ def _counting_policy(td: TensorDict) -> TensorDict:
 
 def test_rollout_carries_next_state_and_resets_it_on_done() -> None:
     env = TransformedEnv(
-        GymEnv("CartPole-v1", num_envs=3), TensorDictPrimer({"h": Unbounded((1,))})
+        GymEnv("CartPole-v1", num_envs=3,
+               categorical_action_encoding=True), TensorDictPrimer({"h": Unbounded((1,))})
     )
     env.set_seed(0)
     torch.manual_seed(0)
@@ -44,7 +45,8 @@ def test_carry_state_copies_in_place_and_leaves_the_next_entry() -> None:
 
 def test_rollout_does_not_write_into_the_given_tensordict() -> None:
     env = TransformedEnv(
-        GymEnv("CartPole-v1", num_envs=2), TensorDictPrimer({"h": Unbounded((1,))})
+        GymEnv("CartPole-v1", num_envs=2,
+               categorical_action_encoding=True), TensorDictPrimer({"h": Unbounded((1,))})
     )
 
     def policy(td: TensorDict) -> TensorDict:

@@ -10,7 +10,7 @@ import pytest
 from rl_envs import GymEnv, ParallelEnv, SerialEnv
 from rl_envs._batched_args import TORCHRL_ONLY
 
-MAKE = functools.partial(GymEnv, "CartPole-v1")
+MAKE = functools.partial(GymEnv, "CartPole-v1", categorical_action_encoding=True)
 
 
 @pytest.mark.parametrize("cls", [SerialEnv, ParallelEnv])

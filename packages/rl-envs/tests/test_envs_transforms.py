@@ -27,7 +27,8 @@ from ._toy import CountEnv  # noqa: E402
 
 
 def test_step_counter_truncates_and_resets_with_final_obs():
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=3), StepCounter(4))
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=3,
+                                categorical_action_encoding=True), StepCounter(4))
     env.set_seed(0)
     data = env.rollout(9, break_when_any_done=False)
     assert env.observation_spec["step_count"] == Bounded(0, 4, (3, 1), dtype=torch.int64)
@@ -193,7 +194,8 @@ TRANSFORMS = [
 
 @pytest.mark.parametrize("make", TRANSFORMS)
 def test_check_env_specs_every_transform(make):
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), make())
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                                categorical_action_encoding=True), make())
     check_env_specs(env, steps=6, seed=0)
     env.close()
 

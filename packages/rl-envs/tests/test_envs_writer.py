@@ -11,7 +11,7 @@ from tensordict import TensorDict
 
 @pytest.mark.parametrize("time_dim", [0, 1])
 def test_pairs_store_each_step_of_the_env_in_either_layout(time_dim):
-    env = GymEnv("CartPole-v1", num_envs=3)
+    env = GymEnv("CartPole-v1", num_envs=3, categorical_action_encoding=True)
     try:
         env.set_seed(0)
         env.fast_reset()

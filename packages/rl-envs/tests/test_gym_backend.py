@@ -11,7 +11,7 @@ from rl_envs import GymEnv, gym_backend, set_gym_backend
 
 def test_gymnasium_as_context_decorator_and_set() -> None:
     with set_gym_backend("gymnasium") as chosen:
-        env = GymEnv("CartPole-v1")
+        env = GymEnv("CartPole-v1", categorical_action_encoding=True)
         assert gym_backend() is gymnasium and chosen.backend == "gymnasium"
     assert env.rollout(3).batch_size == (3,)
     env.close()

@@ -10,7 +10,7 @@ from rl_envs import EnvCreator, GymEnv, ParallelEnv, step_mdp
 
 
 def test_step_mdp_moves_next_to_the_root_and_drops_reward_and_action() -> None:
-    env = GymEnv("CartPole-v1", num_envs=2)
+    env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
     td = env.step(env.rand_action(env.reset()))
     out = step_mdp(td)
     assert torch.equal(out["observation"], td["next", "observation"])
@@ -22,7 +22,7 @@ def test_step_mdp_moves_next_to_the_root_and_drops_reward_and_action() -> None:
 
 
 def test_step_mdp_writes_into_next_tensordict_and_names_a_missing_next() -> None:
-    env = GymEnv("CartPole-v1", num_envs=2)
+    env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
     td = env.step(env.rand_action(env.reset()))
     target = env.reset()
     assert step_mdp(td, next_tensordict=target) is target
@@ -33,7 +33,7 @@ def test_step_mdp_writes_into_next_tensordict_and_names_a_missing_next() -> None
 
 
 def make_cartpole(num_envs: int = 1) -> GymEnv:
-    return GymEnv("CartPole-v1", num_envs=num_envs)
+    return GymEnv("CartPole-v1", num_envs=num_envs, categorical_action_encoding=True)
 
 
 def test_env_creator_builds_with_its_kwargs_and_crosses_a_process() -> None:
@@ -42,7 +42,8 @@ def test_env_creator_builds_with_its_kwargs_and_crosses_a_process() -> None:
     assert env.batch_size == (3,)
     env.close()
     assert pickle.loads(pickle.dumps(creator)).create_env_kwargs == {"num_envs": 3}
-    penv = ParallelEnv(2, EnvCreator(lambda: GymEnv("CartPole-v1", num_envs=2)))
+    penv = ParallelEnv(2, EnvCreator(lambda: GymEnv("CartPole-v1", num_envs=2,
+                                                    categorical_action_encoding=True)))
     try:
         assert penv.rollout(3, break_when_any_done=False).shape[-1] == 3
     finally:

@@ -89,6 +89,7 @@ def test_action_scaling_errors():
     with pytest.raises(
         SpecError, match=r"ActionScaling: action 'action' must be a floating-point Bounded spec"
     ):
-        TransformedEnv(GymEnv("CartPole-v1", num_envs=1), ActionScaling())
+        TransformedEnv(GymEnv("CartPole-v1", num_envs=1,
+                              categorical_action_encoding=True), ActionScaling())
     with pytest.raises(SpecError, match="'act' is not an action key of the env"):
         TransformedEnv(GymEnv("Pendulum-v1", num_envs=1), ActionScaling(["act"]))

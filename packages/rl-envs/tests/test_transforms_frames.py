@@ -141,7 +141,8 @@ def _transformed_pixels(seed):
 
 
 def test_catframes_on_gymnasium_cartpole():
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=3), CatFrames(4, -1, OBS, ["stack"]))
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=3,
+                                categorical_action_encoding=True), CatFrames(4, -1, OBS, ["stack"]))
     env.set_seed(0)
     data = env.rollout(60, break_when_any_done=False)
     assert data["next", "done"].any()  # random play ends CartPole episodes within 60 steps

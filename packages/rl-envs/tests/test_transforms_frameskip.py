@@ -33,7 +33,8 @@ def test_matches_gymnasium_stepped_k_times_with_the_same_action() -> None:
 
 
 def test_stops_at_done_and_keeps_episode_returns() -> None:
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=1), FrameSkipTransform(4))
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=1,
+                                categorical_action_encoding=True), FrameSkipTransform(4))
     env.append_transform(RewardSum())
     env.set_seed(0)
     rollout = env.rollout(200, break_when_any_done=True)
@@ -50,7 +51,8 @@ def test_path_position_and_bad_argument() -> None:
     assert FromPath is FrameSkipTransform
     with pytest.raises(ValueError, match="frame_skip"):
         FrameSkipTransform(0)
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=1), RewardSum())
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=1,
+                                categorical_action_encoding=True), RewardSum())
     env.append_transform(FrameSkipTransform(2))
     with pytest.raises(ValueError, match="first transform"):
         env.rollout(2)

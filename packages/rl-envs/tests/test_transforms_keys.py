@@ -78,7 +78,7 @@ def test_rename_swap_and_errors():
 
 def test_exclude_and_select():
     env = TransformedEnv(
-        GymEnv("CartPole-v1", num_envs=2),
+        GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True),
         Compose(StepCounter(5), InitTracker(), ExcludeTransform("observation", "is_init")),
     )
     assert env.observation_spec.keys() == ["step_count"]
@@ -88,7 +88,7 @@ def test_exclude_and_select():
     check_env_specs(env, steps=6)
     env.close()
     env = TransformedEnv(
-        GymEnv("CartPole-v1", num_envs=2),
+        GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True),
         Compose(StepCounter(), InitTracker(), SelectTransform("is_init")),
     )
     assert env.observation_spec.keys() == ["is_init"]
@@ -145,7 +145,8 @@ def test_cat_tensors_matches_numpy(n, sizes, sort, limit):
 
 
 def test_cat_tensors_mixed_dtypes_unsqueeze_and_errors():
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), StepCounter())
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                                categorical_action_encoding=True), StepCounter())
     env.append_transform(
         CatTensors(["observation", "step_count"], "vec", del_keys=False, sort=False)
     )

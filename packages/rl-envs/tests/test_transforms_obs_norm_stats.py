@@ -58,7 +58,8 @@ def test_bad_arguments_name_the_argument(pendulum, kwargs, name):
 
 
 def test_key_selects_the_entry_read():
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), ObservationNorm(standard_normal=True))
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True),
+                         ObservationNorm(standard_normal=True))
     try:
         env.transform[0].init_stats(30, key="observation")
         assert env.transform[0].loc.shape == (4,)

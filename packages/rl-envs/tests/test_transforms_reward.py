@@ -74,7 +74,8 @@ def test_reward_scaling_matches_numpy(n, loc, scale, standard, neg):
 
 def test_reward_scaling_maps_bounded_specs():
     env = TransformedEnv(
-        GymEnv("CartPole-v1", num_envs=2), RewardScaling(1.0, -2.0, in_keys=["observation"])
+        GymEnv("CartPole-v1", num_envs=2,
+               categorical_action_encoding=True), RewardScaling(1.0, -2.0, in_keys=["observation"])
     )
     spec, base = env.observation_spec["observation"], env.base_env.observation_spec["observation"]
     assert torch.allclose(spec.low, base.high * -2.0 + 1.0) and torch.allclose(
@@ -106,7 +107,8 @@ def test_sign_transform_matches_numpy(n):
 
 def test_sign_transform_on_observations_and_integer_rewards():
     env = TransformedEnv(
-        GymEnv("CartPole-v1", num_envs=3), SignTransform(["observation"], ["obs_sign"])
+        GymEnv("CartPole-v1", num_envs=3,
+               categorical_action_encoding=True), SignTransform(["observation"], ["obs_sign"])
     )
     env.set_seed(0)
     data = env.rollout(30, break_when_any_done=False)
@@ -165,7 +167,8 @@ def test_value_transform_errors():
     with pytest.raises(
         SpecError, match="ClipTransform: in_key 'pixels' is neither an observation nor a reward key"
     ):
-        TransformedEnv(GymEnv("CartPole-v1", num_envs=1), ClipTransform(["pixels"], low=0.0))
+        TransformedEnv(GymEnv("CartPole-v1", num_envs=1,
+                              categorical_action_encoding=True), ClipTransform(["pixels"], low=0.0))
     with pytest.raises(
         SpecError, match="RewardScaling: 'observation' must be floating point, received torch.uint8"
     ):

@@ -58,7 +58,8 @@ def test_normalize_reward_matches_numpy_across_auto_resets(n, gamma, limit):
 
 
 def test_normalize_reward_equals_gymnasiums_wrapper_on_cartpole():
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), NormalizeReward(gamma=0.9))
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                                categorical_action_encoding=True), NormalizeReward(gamma=0.9))
     env.set_seed(0)
     ours = env.rollout(6, break_when_any_done=False)["next", "reward"][0, :, 0]
     env.close()

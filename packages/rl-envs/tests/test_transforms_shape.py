@@ -29,7 +29,8 @@ from tensordict import TensorDict
 
 
 def _pair(transform, seed=3):
-    raw, env = GymEnv("CartPole-v1", num_envs=2), GymEnv("CartPole-v1", num_envs=2)
+    raw, env = (GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
+                for _ in range(2))
     raw.set_seed(seed)
     tenv = TransformedEnv(env, transform)
     tenv.set_seed(seed)
@@ -54,7 +55,8 @@ def test_view_transforms_match_the_raw_observations_across_resets() -> None:
     assert got.shape == (40, 2, 1, 4) and torch.equal(got.squeeze(-2), raw)
     assert env.observation_spec["observation"].shape == (2, 1, 4)
     from rl_envs import Compose
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), Compose(*chain))
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                                categorical_action_encoding=True), Compose(*chain))
     td = env.rollout(5, break_when_any_done=False)
     assert td["observation"].shape == (2, 5, 4, 1)
     assert torch.equal(td["flat"], td["observation"].flatten(-2, -1))
@@ -68,7 +70,7 @@ def test_dtype_cast_matches_and_keeps_bounds() -> None:
     spec = env.observation_spec["observation"]
     assert spec.dtype == torch.float64 and spec.high.dtype == torch.float64
     with pytest.raises(TypeError, match="dtype_in"):
-        TransformedEnv(GymEnv("CartPole-v1", num_envs=2),
+        TransformedEnv(GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True),
                        DTypeCastTransform(torch.float64, torch.float32, in_keys=["observation"]))
 
 

@@ -185,7 +185,8 @@ def test_vecnorm_statistics_are_shared_memory_through_pickling():
 
 # -- across real worker processes -------------------------------------------------------
 def make_normalised_cartpole(vecnorm: VecNorm) -> TransformedEnv:
-    return TransformedEnv(GymEnv("CartPole-v1", num_envs=2), vecnorm)
+    return TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                                 categorical_action_encoding=True), vecnorm)
 
 
 importable_by_workers(__name__, make_normalised_cartpole)

@@ -19,7 +19,8 @@ from rl_record import (
 
 
 def _env(num_envs: int, *transforms) -> TransformedEnv:
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=num_envs, render_mode="rgb_array"),
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=num_envs, render_mode="rgb_array",
+                                categorical_action_encoding=True),
                          PixelRenderTransform())
     for t in transforms:
         env.append_transform(t)
@@ -68,7 +69,7 @@ def test_bad_recorder_input(tmp_path: Path) -> None:
         VideoRecorder(logger, tag="x", skip=0)
     with pytest.raises(LoggerInputError, match="logger must be an rl_record Logger"):
         VideoRecorder(object(), tag="x")  # type: ignore[arg-type]
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=1),
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=1, categorical_action_encoding=True),
                          VideoRecorder(logger, tag="x", in_keys=["observation"]))
     try:
         with pytest.raises(VideoFormatError, match="must be uint8 frames"):
@@ -76,5 +77,6 @@ def test_bad_recorder_input(tmp_path: Path) -> None:
     finally:
         env.close()
     with pytest.raises(LoggerInputError, match="render_mode='rgb_array'"):
-        TransformedEnv(GymEnv("CartPole-v1", num_envs=1), PixelRenderTransform()).close()
+        TransformedEnv(GymEnv("CartPole-v1", num_envs=1,
+                              categorical_action_encoding=True), PixelRenderTransform()).close()
     logger.close()

@@ -59,7 +59,7 @@ def _ppo_actor(env) -> tuple:
 
 @pytest.mark.timeout(240)
 def test_exported_ppo_policy_matches_in_a_fresh_process(tmp_path: Path) -> None:
-    env = GymEnv("CartPole-v1", num_envs=8)
+    env = GymEnv("CartPole-v1", num_envs=8, categorical_action_encoding=True)
     env.set_seed(0)
     actor, critic = _ppo_actor(env)
     collector = Collector(env, actor, frames_per_batch=256, total_frames=2048)
@@ -77,7 +77,8 @@ def test_exported_ppo_policy_matches_in_a_fresh_process(tmp_path: Path) -> None:
     trainer.register_op("batch_process", lambda b: buffer.empty())  # on-policy: this batch
     ReplayBufferTrainer(buffer, batch_size=64, flatten_tensordicts=True).register(trainer)
     trainer.train()
-    eval_env = GymEnv("CartPole-v1", num_envs=1, vectorization_mode="sync")
+    eval_env = GymEnv("CartPole-v1", num_envs=1, vectorization_mode="sync",
+                      categorical_action_encoding=True)
     trained = evaluate(actor, eval_env, episodes=10, seed=0)
     eval_env.close()
     assert len(trained.returns) == 10 and trained.lengths == [int(r) for r in trained.returns]
@@ -91,7 +92,7 @@ def test_exported_ppo_policy_matches_in_a_fresh_process(tmp_path: Path) -> None:
 
 
 def test_evaluate_refuses_an_action_that_does_not_fit() -> None:
-    env = GymEnv("CartPole-v1", num_envs=2)
+    env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
     try:
         with pytest.raises(EvaluationError, match="does not fit env.action_spec"):
             evaluate(lambda td: td.set("action", torch.full((2,), 7)), env, episodes=2)

@@ -62,7 +62,8 @@ def test_hook_points_are_called_in_torchrl_order() -> None:
 
 
 def _env() -> TransformedEnv:
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), StepCounter())
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2,
+                                categorical_action_encoding=True), StepCounter())
     return env.append_transform(RewardSum())
 
 
@@ -90,7 +91,7 @@ def test_off_policy_trainer_logs_and_checkpoints(tmp_path: Path) -> None:
     CountFramesLog().register(trainer)
     pushes = UpdateWeights(collector, update_weights_interval=2)
     pushes.register(trainer)
-    eval_env = GymEnv("CartPole-v1", num_envs=2)
+    eval_env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
     LogValidationReward(record_interval=2, record_frames=10, policy_exploration=actor,
                         environment=eval_env).register(trainer)
     best = EvalCallback(eval_env, actor, eval_freq=2, n_eval_episodes=2,

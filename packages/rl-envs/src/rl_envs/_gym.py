@@ -56,7 +56,8 @@ class GymWrapper(EnvBase):
         env: a ``gymnasium.vector.VectorEnv`` (any autoreset mode; batch size
             ``(num_envs,)``), or a ``gymnasium.Env`` (batch size ``()``, as TorchRL; stepped
             through a one-env ``SyncVectorEnv``).
-        categorical_action_encoding: ``Discrete`` actions as integers (default) or one-hot.
+        categorical_action_encoding: ``Discrete`` actions as integers (``Categorical``) when
+            True, one-hot (``OneHot``, TorchRL's default) when False (default).
         frame_skip: repeat each action this many times, summing the rewards; a block ends
             early for every sub-env as soon as one finishes, so no episode boundary is
             crossed inside a block.
@@ -99,7 +100,7 @@ class GymWrapper(EnvBase):
         self,
         env: Any,
         *,
-        categorical_action_encoding: bool = True,
+        categorical_action_encoding: bool = False,
         frame_skip: int = 1,
         info_keys: Sequence[str] | Mapping[str, TensorSpec] | None = None,
         device: Any = None,

@@ -37,7 +37,7 @@ class GymEnv(GymWrapper):
             ``stack_num``, ``noop_max``, ``episodic_life``, ``frameskip``, ...). A vector
             entry point that takes ``autoreset_mode`` gets ``SAME_STEP`` unless given.
         categorical_action_encoding: passed to :class:`GymWrapper`: ``Discrete`` actions as
-            integers (default) or one-hot.
+            integers when True, one-hot when False (default, as TorchRL).
         frame_skip: passed to :class:`GymWrapper`: repeat each action this many times
             (the last observation, the rewards summed), as TorchRL's ``frame_skip``.
         from_pixels: render each step (``render_mode="rgb_array"`` is set) and return the
@@ -65,7 +65,11 @@ class GymEnv(GymWrapper):
         >>> data = env.rollout(10)
         >>> data["next", "observation"].shape[:1]
         torch.Size([4])
+        >>> env.action_spec.shape  # one-hot by default, as TorchRL
+        torch.Size([4, 2])
         >>> env.close()
+        >>> GymEnv("CartPole-v1", categorical_action_encoding=True).action_spec.shape
+        torch.Size([])
         >>> GymEnv("Acrobot-v1", num_envs=2).vectorization_mode
         'sync'
         >>> env = GymEnv("CartPole-v1", from_pixels=True, pixels_only=True)
@@ -82,7 +86,7 @@ class GymEnv(GymWrapper):
         *,
         vectorization_mode: str | None = None,
         vector_kwargs: Mapping[str, Any] | None = None,
-        categorical_action_encoding: bool = True,
+        categorical_action_encoding: bool = False,
         frame_skip: int = 1,
         info_keys: Sequence[str] | Mapping[str, TensorSpec] | None = None,
         device: Any = None,
