@@ -1,10 +1,14 @@
 """Preemption (issue 26): examples killed at any moment resume and finish their budget once;
 SIGTERM writes a checkpoint and exits cleanly; a resumed seeded run equals the original.
 
-The examples run as a user runs them (a fresh process each); a kill lands at a random
-moment after the first checkpoint, possibly inside a later checkpoint's write. Every
-example is covered, each with a budget of a few seconds of training: most of a case's
-time is its three process starts.
+Each launch of an example is a process of its own that runs the script as ``__main__`` with
+its command line, as ``python examples/X.py ...`` does; a kill lands at a random moment
+after the first checkpoint, possibly inside a later checkpoint's write. Every example is
+covered, each with a budget of a few seconds of training. The launches are forked from one
+interpreter per module that has already imported torch, tensordict and gymnasium (the
+``zygote`` fixture, as ``multiprocessing``'s forkserver does): those imports cost ~5 s idle,
+~15 s loaded, and these tests launch 19 times; ``python examples/X.py`` from a bare
+interpreter is run by ``test_profiling_learner.py`` (every example) and CI's README main job.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ from __future__ import annotations
 import json
 import random
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -50,12 +53,11 @@ RESUME_FINISHED = {"ppo_cartpole.py", "dqn_prioritized.py", "sac_pendulum.py"}
 EVERY = 128  # frames between checkpoints: one every batch or so
 
 
-def _start(script, ckpt, *extra):
-    args = [sys.executable, str(ROOT / "examples" / script), "--total-frames", str(TOTAL),
-            "--seed", "1", "--checkpoint-dir", str(ckpt), "--checkpoint-every", str(EVERY),
-            *EXAMPLES[script], *extra]  # fmt: skip
-    return subprocess.Popen(args, cwd=ckpt.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
+def _start(zygote, script, ckpt, *extra):
+    """``python examples/<script> ...`` in ``ckpt``'s parent, forked from the zygote."""
+    argv = ["--total-frames", str(TOTAL), "--seed", "1", "--checkpoint-dir", str(ckpt),
+            "--checkpoint-every", str(EVERY), *EXAMPLES[script], *extra]  # fmt: skip
+    return zygote.launch(script=ROOT / "examples" / script, argv=argv, cwd=ckpt.parent)
 
 
 def _saved_frames(ckpt: Path) -> int | None:
@@ -70,7 +72,7 @@ def _saved_frames(ckpt: Path) -> int | None:
 def _wait_for_checkpoint(proc, ckpt, at_least=1, timeout=240.0):
     deadline = time.monotonic() + timeout
     while (_saved_frames(ckpt) or 0) < at_least:
-        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert proc.poll() is None, proc.stderr()[-3000:]
         assert time.monotonic() < deadline, "no checkpoint written in time"
         time.sleep(0.05)
 
@@ -84,10 +86,10 @@ def _finish(proc, timeout=280):
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("script", sorted(EXAMPLES))
 def test_sigkill_at_a_random_moment_then_resume_finishes_the_budget_once(
-    script, tmp_path, no_leaks
+    script, tmp_path, zygote, no_leaks
 ):
     ckpt = tmp_path / "ckpt"
-    proc = _start(script, ckpt)
+    proc = _start(zygote, script, ckpt)
     try:
         draw = random.Random(script)
         # after a checkpoint in the first half of the run, then anywhere, a write included
@@ -100,12 +102,12 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_the_budget_once(
         proc.communicate()
     saved = _saved_frames(ckpt)  # what the kill left: the previous one if it hit a write
     assert saved is not None and 0 < saved <= TOTAL
-    result = _finish(_start(script, ckpt, "--resume"))
+    result = _finish(_start(zygote, script, ckpt, "--resume"))
     # the resumed run collects exactly what the checkpoint had not: no frame twice, none lost
     assert result["resumed_from_frames"] == saved
     assert result["frames"] == TOTAL and _saved_frames(ckpt) == TOTAL
     if script in RESUME_FINISHED:  # a finished run has nothing left to do
-        again = _finish(_start(script, ckpt, "--resume"))
+        again = _finish(_start(zygote, script, ckpt, "--resume"))
         assert again["frames"] == TOTAL and again["resumed_from_frames"] == TOTAL
 
 
@@ -114,11 +116,13 @@ def test_sigkill_at_a_random_moment_then_resume_finishes_the_budget_once(
 # test_collectors_checkpoint.py); this runs it through the loop with worker processes, and
 # ppo_cartpole.py's loop stops on it through submitit's SIGUSR2 below (the same handler)
 @pytest.mark.parametrize("script", ["dqn_prioritized.py"])
-def test_sigterm_writes_a_checkpoint_within_the_grace_period_and_exits(script, tmp_path, no_leaks):
+def test_sigterm_writes_a_checkpoint_within_the_grace_period_and_exits(
+    script, tmp_path, zygote, no_leaks
+):
     ckpt = tmp_path / "ckpt"
     budget = 8 * TOTAL  # long enough that SIGTERM lands inside the loop on a fast, idle machine
     # only SIGTERM saves
-    proc = _start(script, ckpt, "--checkpoint-every", "0", "--total-frames", str(budget))
+    proc = _start(zygote, script, ckpt, "--checkpoint-every", "0", "--total-frames", str(budget))
     try:
         deadline = time.monotonic() + 240
         while (
@@ -138,7 +142,7 @@ def test_sigterm_writes_a_checkpoint_within_the_grace_period_and_exits(script, t
     assert result["stopped_by_signal"] and elapsed < 30
     # == budget: it was saving its last batch
     assert _saved_frames(ckpt) == result["frames"] <= budget
-    rest = _finish(_start(script, ckpt, "--resume", "--total-frames", str(budget)))
+    rest = _finish(_start(zygote, script, ckpt, "--resume", "--total-frames", str(budget)))
     assert rest["resumed_from_frames"] == result["frames"] and rest["frames"] == budget
 
 

@@ -165,7 +165,7 @@ def test_compiled_kernels_equal_the_in_place_scan(dtype, layout):
     term = done & (torch.rand(shape, generator=g) < 0.5)
     if layout == "transposed":  # [T, B, 1] storage seen as [B, T, 1]
         v, nv, r, done, term = (x.transpose(0, 1) for x in (v, nv, r, done, term))
-    assert _kernels.usable(0.99, 0.95, v, nv, r)
+    assert not _kernels.usable(0.99, 0.95, v, nv, r)  # small: the scan (called here anyway)
     adv, target = _kernels.gae_kernel(0.99, 0.95, v, nv, r, done, term, 1)
     scan_adv, scan_target = _gae._gae_time_major(0.99, 0.95, v, nv, r, done, term, 1)
     _close(adv, scan_adv.double(), dtype)
@@ -178,7 +178,9 @@ def test_compiled_kernels_equal_the_in_place_scan(dtype, layout):
 def test_compiled_kernels_are_not_used_where_they_do_not_apply():
     from rl_objectives.value import _kernels
 
-    x = torch.zeros(2, 5, 1)
+    x = torch.zeros(2, _kernels.MIN_NUMEL // 2, 1)
+    assert _kernels.usable(0.99, 0.95, x, x)
+    assert not _kernels.usable(0.99, 0.95, x[:, 1:], x[:, 1:])  # below MIN_NUMEL
     assert not _kernels.usable(torch.tensor(0.99), 0.95, x, x)  # tensor coefficient
     assert not _kernels.usable(0.99, 0.95, x, x.double())  # mixed dtypes
     assert not _kernels.usable(0.99, 0.95, x.half(), x.half())  # no half kernel
@@ -187,24 +189,32 @@ def test_compiled_kernels_are_not_used_where_they_do_not_apply():
 LOAD_CHECK = """
 import sys
 import torch
-from rl_objectives import GAE, TD0Estimator, TDLambdaEstimator
+from tensordict import TensorDict
+from rl_objectives import GAE, TDLambdaEstimator
 from rl_objectives.value import _kernels
 
-TD0Estimator(gamma=0.9)
-TDLambdaEstimator(gamma=0.9, lmbda=torch.tensor(0.5))  # a tensor coefficient: the scan
-assert "numba" not in sys.modules, "loaded for an estimator that never uses the kernels"
-GAE(gamma=0.99, lmbda=0.95)
+def batch(t):
+    z = torch.zeros(t, 1)
+    return TensorDict({"state_value": z, "next": {"state_value": z, "reward": z,
+        "done": z.bool(), "terminated": z.bool()}}, [t])
+
+gae, td = GAE(gamma=0.99, lmbda=0.95), TDLambdaEstimator(gamma=0.99, lmbda=0.9)
+gae(batch(1000)), td(batch(1000))  # built and used on a small batch: the scan
+assert "numba" not in sys.modules, "numba imported where the scan runs"
+big = batch(_kernels.MIN_NUMEL)
+assert (gae(big)["advantage"] == 0).all()
 loaded = {k for k, v in vars(_kernels._kernels()).items() if v.signatures}
 assert loaded == {"gae_rows"}, loaded
-TDLambdaEstimator(gamma=0.99, lmbda=0.9)
+td(big)
 loaded = {k for k, v in vars(_kernels._kernels()).items() if v.signatures}
 assert loaded == {"gae_rows", "td_lambda_rows"}, loaded
 """
 
 
 @pytest.mark.timeout(120)
-def test_a_cpu_estimator_loads_its_kernel_when_built_not_in_the_first_batch():
-    """In a fresh interpreter: numba and the kernel load at construction, only where used."""
+def test_numba_loads_at_the_first_large_batch_only():
+    """In a fresh interpreter: building an estimator and small batches import no numba;
+    the first batch of MIN_NUMEL elements loads its own kernel only."""
     import subprocess
     import sys
 

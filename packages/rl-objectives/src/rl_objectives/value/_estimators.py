@@ -9,7 +9,6 @@ import torch
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
-from rl_objectives.value import _kernels
 from rl_objectives.value._estimator_base import ValueEstimatorBase
 from rl_objectives.value._gae import vec_generalized_advantage_estimate
 from rl_objectives.value._td import td0_return_estimate, vec_td_lambda_return_estimate
@@ -59,8 +58,6 @@ class TDLambdaEstimator(ValueEstimatorBase):
         tensor([1.7500, 1.5000, 1.0000])
     """
 
-    _kernel = "td_lambda"  # the compiled pass :func:`_kernels.load` prepares for this class
-
     def __init__(
         self,
         *,
@@ -73,10 +70,6 @@ class TDLambdaEstimator(ValueEstimatorBase):
         if not isinstance(lmbda, (float, int, torch.Tensor)) or isinstance(lmbda, bool):
             raise ValueError(f"lmbda must be a float or a tensor, got {type(lmbda).__name__}")
         self.lmbda = float(lmbda) if not isinstance(lmbda, torch.Tensor) else lmbda
-        if isinstance(self.gamma, float) and isinstance(self.lmbda, float) and _on_cpu(
-            value_network
-        ):  # the compiled pass loads now, not inside the first batch of a run
-            _kernels.load(self._kernel)
 
     def _estimate(self, inputs, time_dim):
         target = vec_td_lambda_return_estimate(
@@ -84,12 +77,6 @@ class TDLambdaEstimator(ValueEstimatorBase):
             inputs["done"], inputs["terminated"], time_dim=time_dim,
         )
         return target - inputs["state_value"], target
-
-
-def _on_cpu(value_network: TensorDictModuleBase | None) -> bool:
-    """Whether the critic's parameters (if any) are on the CPU."""
-    param = next(iter(value_network.parameters()), None) if value_network is not None else None
-    return param is None or param.device.type == "cpu"
 
 
 class TD1Estimator(TDLambdaEstimator):
@@ -137,8 +124,6 @@ class GAE(TDLambdaEstimator):
         >>> GAE(gamma=0.99, lmbda=0.95, value_network=critic)(td)["advantage"].shape
         torch.Size([4, 10, 1])
     """
-
-    _kernel = "gae"
 
     def __init__(
         self,
