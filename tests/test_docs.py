@@ -3,8 +3,10 @@
 - every ``packages/.../file.py`` and function named in ``docs/debugging.md``'s table exists
   (``def name`` / ``class name`` / ``Class.method``, read with ``ast``);
 - every ```` ```python ```` block under ``docs/`` runs: the blocks of one page run in order,
-  in one fresh namespace, in a subprocess per page, with a timeout. A block right after an
-  HTML comment ``<!-- no-run: reason -->`` is skipped (the reason is required);
+  in one fresh namespace, in a process per page (forked from the ``zygote`` fixture's
+  interpreter, which imported torch, tensordict and gymnasium once), with a timeout. A
+  block right after an HTML comment ``<!-- no-run: reason -->`` is skipped (the reason is
+  required);
 - the glossary has at least 20 ``##`` terms, each with a link to its page;
 - every term of ``TERMS`` that the internals or performance pages use has a ``##`` entry in
   the glossary.
@@ -186,24 +188,20 @@ def _session_leftovers(sid: int) -> list[psutil.Process]:
 
 @pytest.mark.timeout(PAGE_TIMEOUT + 30)
 @pytest.mark.parametrize("page", RUNNABLE, ids=[str(p.relative_to(DOCS)) for p in RUNNABLE])
-def test_python_blocks_run(page: Path, tmp_path: Path):
+def test_python_blocks_run(page: Path, tmp_path: Path, zygote):
     rel = str(page.relative_to(ROOT))
     blocks = [dict(b, page=rel) for b in python_blocks(page) if b["no_run"] is None]
-    env = {k: v for k, v in os.environ.items() if k != "RL_PROFILING"}
-    env["PYTHONPATH"] = ""
-    env["TMPDIR"] = str(tmp_path)  # a block's tempfile.mkdtemp() too (pytest cleans these)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", RUNNER],
+    # `python -c RUNNER` forked from the zygote (torch, tensordict, gymnasium imported once
+    # for all pages; RL_PROFILING and PYTHONPATH not passed on)
+    proc = zygote.launch(
+        code=RUNNER,
+        stdin=json.dumps(blocks),
         cwd=tmp_path,  # files a block writes land in the test's temp dir
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own session: leftovers are found by session id
+        env={"TMPDIR": str(tmp_path)},  # a block's tempfile.mkdtemp() too (pytest cleans these)
+        new_session=True,  # its own session: leftovers are found by session id
     )
     try:
-        out, err = proc.communicate(json.dumps(blocks), timeout=PAGE_TIMEOUT)
+        out, err = proc.communicate(timeout=PAGE_TIMEOUT)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
         proc.communicate()
