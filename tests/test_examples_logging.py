@@ -4,16 +4,14 @@ episode's mp4 decodes back with one frame per step plus the reset frame. (Tensor
 default, is checked by ``test_examples_smoke.py``.)
 
 The example runs are started together, once per module (:func:`runs`): each is one
-single-threaded process, so on CI's cores they overlap instead of queueing.
+single-threaded process, so on CI's cores they overlap instead of queueing; they are forked
+from one interpreter that imported torch, tensordict and gymnasium once (``zygote``).
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -40,29 +38,26 @@ RUNS = {  # name -> (script, arguments); each runs in its own folder
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict]]:
-    """Every run of :data:`RUNS`, started at once: ``name -> (its folder, its JSON line)``."""
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+def runs(tmp_path_factory: pytest.TempPathFactory, zygote) -> dict[str, tuple[Path, dict]]:
+    """Every run of :data:`RUNS`, started at once: ``name -> (its folder, its JSON line)``.
+    Each is ``python examples/<script> ...`` forked from the ``zygote`` fixture's
+    interpreter (torch, tensordict and gymnasium imported once for all five)."""
+    env = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
     started = {}
     try:
         for name, (script, args) in RUNS.items():
             cwd = tmp_path_factory.mktemp(name.replace(".", "_"))
-            with open(cwd / "stdout", "w") as out, open(cwd / "stderr", "w") as err:
-                started[name] = (cwd, subprocess.Popen(  # files: no pipe fills up unread
-                    [sys.executable, str(ROOT / "examples" / script), *args],
-                    cwd=cwd, env=env, stdout=out, stderr=err))
+            started[name] = (cwd, zygote.launch(script=ROOT / "examples" / script, argv=args,
+                                                cwd=cwd, env=env))  # fmt: skip
         done = {}
         for name, (cwd, proc) in started.items():
-            proc.wait(timeout=TIMEOUT)
-            assert proc.returncode == 0, f"{name}: {(cwd / 'stderr').read_text()[-3000:]}"
-            lines = (cwd / "stdout").read_text().strip().splitlines()
-            done[name] = (cwd, json.loads(lines[-1]))
+            out, err = proc.communicate(timeout=TIMEOUT)
+            assert proc.returncode == 0, f"{name}: {err[-3000:]}"
+            done[name] = (cwd, json.loads(out.strip().splitlines()[-1]))
         return done
     finally:
         for _, proc in started.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            proc.kill()
 
 
 @pytest.mark.timeout(TIMEOUT + 180)
