@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -148,19 +146,27 @@ for k in range(1000):
 """
 
 
-def test_a_process_killed_mid_save_leaves_a_checkpoint_that_loads(tmp_path):
-    child = subprocess.Popen([sys.executable, "-c", _SAVER, str(tmp_path)],
-                             stdout=subprocess.PIPE, text=True)
+def _lines(child, n: int) -> list[str]:
+    """The first ``n`` complete lines ``child`` printed, once it has printed them."""
+    deadline = time.monotonic() + TIMEOUT
+    while len(lines := child.stdout().split("\n")[:-1]) < n:
+        assert child.poll() is None, child.stderr()[-3000:]
+        assert time.monotonic() < deadline, f"{n} lines not printed in time"
+        time.sleep(0.01)
+    return lines[:n]
+
+
+def test_a_process_killed_mid_save_leaves_a_checkpoint_that_loads(tmp_path, zygote):
+    # `python -c _SAVER` forked from the zygote fixture (torch imported once per module)
+    child = zygote.launch(code=_SAVER, argv=[str(tmp_path)], cwd=tmp_path)
     try:
-        done = [int(child.stdout.readline()) for _ in range(3)]  # three saves complete
+        done = [int(line) for line in _lines(child, 3)]  # three saves complete
         time.sleep(0.05)  # a save is most of the loop: the kill lands inside one
         child.send_signal(signal.SIGKILL)
         child.wait(TIMEOUT)
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(TIMEOUT)
-        child.stdout.close()
+        child.kill()
+        child.wait(TIMEOUT)
     net = torch.nn.Linear(1000, 1000)
     buffer = ReplayBuffer(storage=LazyTensorStorage(40000), batch_size=4)
     ckpt = Checkpointer(tmp_path, policy=net, optim=torch.optim.Adam(net.parameters()),
@@ -197,10 +203,12 @@ except StorageError as err:
 """
 
 
-def test_a_full_disk_names_the_file_and_keeps_the_previous_checkpoint(tmp_path):
+def test_a_full_disk_names_the_file_and_keeps_the_previous_checkpoint(tmp_path, zygote):
     scratch = tmp_path / "scratch"
-    out = subprocess.run([sys.executable, "-c", _FULL_DISK, str(tmp_path / "run"), str(scratch)],
-                         capture_output=True, text=True, timeout=TIMEOUT, check=True).stdout
+    child = zygote.launch(code=_FULL_DISK, argv=[str(tmp_path / "run"), str(scratch)],
+                          cwd=tmp_path)  # fmt: skip
+    out, err = child.communicate(TIMEOUT)
+    assert child.returncode == 0, err[-3000:]
     saved, mapped = out.strip().splitlines()
     message, rows = mapped.split(" | ")
     assert rows == "0" and "allocate 1600000 bytes to " in message and "File too large" in message
