@@ -43,7 +43,7 @@ class EvalCallback:
         >>> import torch
         >>> from rl_envs import GymEnv
         >>> from tensordict.nn import TensorDictModule
-        >>> env = GymEnv("CartPole-v1", num_envs=2)
+        >>> env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
         >>> policy = TensorDictModule(lambda o: o[..., 2].gt(0).long(), ["observation"],
         ...                           ["action"])
         >>> callback = EvalCallback(env, torch.nn.Sequential(), eval_freq=1,

@@ -97,7 +97,7 @@ def evaluate(policy: Any, env: EnvBase, episodes: int = 10, *,
 
     Examples:
         >>> from rl_envs import GymEnv
-        >>> env = GymEnv("CartPole-v1", num_envs=2)
+        >>> env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
         >>> policy = lambda td: td.set("action", td["observation"][..., 2].gt(0).long())
         >>> result = evaluate(policy, env, episodes=4, seed=0)
         >>> len(result.returns), result.mean_return > 20
