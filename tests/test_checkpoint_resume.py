@@ -48,7 +48,7 @@ EXAMPLES = {
 TOTAL = 1024
 # a third launch of a finished run, for one example of each loop (on-policy with one
 # collector, off-policy with several workers and replay, off-policy with one): each launch
-# costs the imports of torch, gymnasium and the packages (~20 s on the CI machine)
+# costs the packages' imports and the run's setup (dqn_prioritized.py's: two spawned workers)
 RESUME_FINISHED = {"ppo_cartpole.py", "dqn_prioritized.py", "sac_pendulum.py"}
 EVERY = 128  # frames between checkpoints: one every batch or so
 
