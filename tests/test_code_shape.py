@@ -288,3 +288,32 @@ def test_one_step_loop_for_every_rollout() -> None:
     for path in ("rl-envs/src/rl_envs/_rollout.py",
                  "rl-collectors/src/rl_collectors/_collector.py"):
         assert "step_loop(" in (ROOT / "packages" / path).read_text(), path
+
+
+def reset_calls(tree: ast.Module) -> list[str]:
+    """The functions of ``tree`` calling ``fast_reset`` or a gym partial reset
+    (``_partial``)."""
+    return [func.name for func in ast.walk(tree) if isinstance(func, ast.FunctionDef)
+            and any(isinstance(node, ast.Call)
+                    and getattr(node.func, "attr", "") in ("fast_reset", "_partial")
+                    for node in ast.walk(func))]
+
+
+RESET_DELEGATIONS = {
+    "packages/rl-envs/src/rl_envs/_batched.py:fast_reset",  # to its sub-envs / workers
+    "packages/rl-envs/src/rl_envs/_transforms.py:fast_reset",  # to the wrapped env
+    "packages/rl-envs/src/rl_envs/_gym.py:fast_reset",  # the simulator's partial reset
+    "packages/rl-envs/src/rl_envs/_batched_worker.py:reset",  # the parent's fast_reset
+}
+"""Functions that apply a reset another env's ``fast_reset`` was asked for: they pass it
+on, they decide nothing."""
+
+
+def test_one_function_decides_and_applies_a_reset() -> None:
+    """Issue 42: every reset (a rollout's or a batch's start, a finished sub-env, a
+    transform's or ``max_frames_per_traj``'s truncation, ``EnvBase.reset``) goes through
+    ``rl_envs.reset_where``; ``fast_reset`` is otherwise only passed on (the check sees a
+    call)."""
+    assert reset_calls(ast.parse("def f(env, m):\n    if m.any():\n        env.fast_reset(m)\n"))
+    found = {f"{where}:{name}" for where, tree in _source_trees() for name in reset_calls(tree)}
+    assert found - RESET_DELEGATIONS == {"packages/rl-envs/src/rl_envs/_resets.py:reset_where"}

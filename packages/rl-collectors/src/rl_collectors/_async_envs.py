@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 import torch.multiprocessing  # noqa: F401  (registers the shared-memory pickling of tensors)
-from rl_envs import FastPathEnv
+from rl_envs import FastPathEnv, reset_where
 from rl_envs.processes import Portable, start_process, stop_processes
 from rl_profiling import record
 from tensordict import TensorDictBase
@@ -62,7 +62,7 @@ def _bind(
 
 def _env_loop(env: FastPathEnv, action: torch.Tensor, send: Any, recv: Any) -> None:
     """Reset, then step on every action signal until told to stop."""
-    env.fast_reset(None)
+    reset_where(env)
     send(_READY)
     step = env.fast_step
     while recv() == _ACT:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from rl_envs import carry_pairs, step_loop
+from rl_envs import carry_pairs, reset_where, step_loop
 from rl_profiling import profiled
 from tensordict import TensorDictBase
 
@@ -251,7 +251,7 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
             self._build(shared=self._shared)  # the env rebuilt its buffers
         if not (self._needs_reset or self.options.reset_at_each_iter):
             return False
-        self.env.fast_reset(None)
+        reset_where(self.env)
         if self._limit is not None:
             self._limit.reset()
         self._needs_reset = False

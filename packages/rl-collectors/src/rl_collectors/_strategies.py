@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from rl_envs import FastPathEnv, RolloutWriter
+from rl_envs import FastPathEnv, RolloutWriter, reset_where
 from tensordict import TensorDictBase
 
 from rl_collectors._keys import DONE, NEXT
@@ -130,7 +130,7 @@ class TrajectoryLimit:
 
     Runs after each step: counts steps per sub-env, and where the count reaches the
     limit marks ``("next", "truncated")`` and ``("next", "done")`` in the batch at ``t``
-    and resets those sub-envs (``env.fast_reset(mask)``), so the next step starts a new
+    and resets those sub-envs (``rl_envs.reset_where``), so the next step starts a new
     trajectory. Numpy on the CPU, a handful of vector ops per step.
     """
 
@@ -157,4 +157,4 @@ class TrajectoryLimit:
             self.trunc[t, ...][over] = True
             done[over] = True
             count[over] = 0
-            self.env.fast_reset(torch.from_numpy(over))
+            reset_where(self.env, over)

@@ -11,6 +11,7 @@ from rl_envs._gym import GymWrapper
 from rl_envs._gym_backend import gym_backend, set_gym_backend
 from rl_envs._gym_env import GymEnv
 from rl_envs._policy import RandomPolicy
+from rl_envs._resets import reset_where
 from rl_envs._rollout import StepPlan, carry_pairs, carry_state, step_loop
 from rl_envs._spec_aliases import (
     BinaryDiscreteTensorSpec,
@@ -138,6 +139,7 @@ __all__ = [
     "carry_state",
     "check_env_specs",
     "gym_backend",
+    "reset_where",
     "set_gym_backend",
     "step_loop",
     "step_mdp",

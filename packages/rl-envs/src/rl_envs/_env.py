@@ -12,10 +12,11 @@ from rl_envs._action_check import check_action
 from rl_envs._buffers import batch_mask, merge_reset, set_next, zero_buffers
 from rl_envs._composite import Composite
 from rl_envs._env_specs import EnvSpecSurface
-from rl_envs._keys import ACTION, DONE, DONE_KEYS, NEXT, RESET, REWARD
+from rl_envs._keys import DONE, DONE_KEYS, NEXT, RESET, REWARD
+from rl_envs._resets import reset_where
 from rl_envs._rollout import run_rollout
 from rl_envs._simple_pair import fast_reset_from_simple, fast_step_from_simple
-from rl_envs._specs import TensorSpec, Unbounded
+from rl_envs._specs import Unbounded
 from rl_envs._specs_discrete import Categorical
 from rl_envs.exceptions import EnvClosedError, InvalidActionError
 
@@ -138,62 +139,6 @@ class EnvBase(EnvSpecSurface):
         if cls.fast_step is EnvBase.fast_step and cls._step is EnvBase._step:
             raise TypeError(f"{cls.__name__} must implement _step/_reset or fast_step/fast_reset")
 
-    # -- spec accessors (TorchRL names) -------------------------------------------------
-    @property
-    def full_action_spec(self) -> Composite:
-        """The Composite of every action key."""
-        return self._full_action_spec
-
-    @full_action_spec.setter
-    def full_action_spec(self, spec: Composite) -> None:
-        if not isinstance(spec, Composite):
-            raise TypeError(
-                f"full_action_spec: expected a Composite, received {type(spec).__name__}"
-            )
-        self._full_action_spec = spec
-        keys = spec.keys(True, True)
-        self._action_keys = keys
-        self._action_leaf = spec[keys[0]] if len(keys) == 1 else None
-
-    @property
-    def action_spec(self) -> Any:
-        """The action spec: the leaf when there is one action key, else the Composite."""
-        return self._action_leaf if self._action_leaf is not None else self._full_action_spec
-
-    @action_spec.setter
-    def action_spec(self, spec: Any) -> None:
-        if not isinstance(spec, Composite):
-            spec = Composite({ACTION: spec}, shape=self.batch_size, device=self.device)
-        self.full_action_spec = spec
-
-    @property
-    def reward_spec(self) -> TensorSpec:
-        return self.full_reward_spec[REWARD]
-
-    @reward_spec.setter
-    def reward_spec(self, spec: TensorSpec) -> None:
-        self.full_reward_spec = Composite({REWARD: spec}, shape=self.batch_size, device=self.device)
-
-    @property
-    def done_spec(self) -> Composite:
-        return self.full_done_spec
-
-    @property
-    def action_keys(self) -> list[Any]:
-        return list(self._action_keys)
-
-    @property
-    def action_key(self) -> Any:
-        return self._action_keys[0]
-
-    @property
-    def reward_key(self) -> str:
-        return REWARD
-
-    @property
-    def done_keys(self) -> list[str]:
-        return list(DONE_KEYS)
-
     # -- the fast path ------------------------------------------------------------------
     def buffers(self) -> tuple[TensorDictBase, TensorDictBase]:
         """The env-owned ``(root, next)`` buffers, built from the specs on first use."""
@@ -264,7 +209,7 @@ class EnvBase(EnvSpecSurface):
         if tensordict is not None and RESET in tensordict:
             mask = batch_mask(tensordict.get(RESET), self.batch_size)
         if mask is None or not self._has_reset:
-            root = self.fast_reset(None)
+            root = reset_where(self)
             self._has_reset, self._pending = True, None
             out = root.clone()
             if tensordict is not None:
@@ -273,8 +218,7 @@ class EnvBase(EnvSpecSurface):
             return out
         pending = self._pending if self._pending is not None else torch.zeros_like(mask)
         fresh = mask & ~pending
-        if fresh.any():
-            self.fast_reset(fresh)
+        reset_where(self, fresh)
         self._pending = pending & ~mask
         return merge_reset(tensordict, self._root_buf, mask)
 
@@ -384,7 +328,7 @@ class EnvBase(EnvSpecSurface):
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"rollout: max_steps must be a positive int, received {max_steps!r}")
         if auto_reset:
-            self.fast_reset(None)
+            reset_where(self)
             self._has_reset, self._pending = True, None
         else:
             if not self._has_reset:

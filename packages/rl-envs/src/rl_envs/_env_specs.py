@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from rl_envs._composite import Composite
-from rl_envs._keys import DONE
-from rl_envs._specs import Bounded
+from rl_envs._keys import ACTION, DONE, DONE_KEYS, REWARD
+from rl_envs._specs import Bounded, TensorSpec
 
 __all__ = ["EnvSpecSurface"]
 
@@ -32,9 +32,66 @@ class EnvSpecSurface:
 
     observation_spec: Composite
     state_spec: Composite
-    full_action_spec: Composite
     full_reward_spec: Composite
     full_done_spec: Composite
+    batch_size: Any
+    device: Any
+
+    # -- spec accessors (TorchRL names) -------------------------------------------------
+    @property
+    def full_action_spec(self) -> Composite:
+        """The Composite of every action key."""
+        return self._full_action_spec
+
+    @full_action_spec.setter
+    def full_action_spec(self, spec: Composite) -> None:
+        if not isinstance(spec, Composite):
+            raise TypeError(
+                f"full_action_spec: expected a Composite, received {type(spec).__name__}"
+            )
+        self._full_action_spec = spec
+        keys = spec.keys(True, True)
+        self._action_keys = keys
+        self._action_leaf = spec[keys[0]] if len(keys) == 1 else None
+
+    @property
+    def action_spec(self) -> Any:
+        """The action spec: the leaf when there is one action key, else the Composite."""
+        return self._action_leaf if self._action_leaf is not None else self._full_action_spec
+
+    @action_spec.setter
+    def action_spec(self, spec: Any) -> None:
+        if not isinstance(spec, Composite):
+            spec = Composite({ACTION: spec}, shape=self.batch_size, device=self.device)
+        self.full_action_spec = spec
+
+    @property
+    def reward_spec(self) -> TensorSpec:
+        return self.full_reward_spec[REWARD]
+
+    @reward_spec.setter
+    def reward_spec(self, spec: TensorSpec) -> None:
+        self.full_reward_spec = Composite({REWARD: spec}, shape=self.batch_size, device=self.device)
+
+    @property
+    def done_spec(self) -> Composite:
+        return self.full_done_spec
+
+    @property
+    def action_keys(self) -> list[Any]:
+        return list(self._action_keys)
+
+    @property
+    def action_key(self) -> Any:
+        return self._action_keys[0]
+
+    @property
+    def reward_key(self) -> str:
+        return REWARD
+
+    @property
+    def done_keys(self) -> list[str]:
+        return list(DONE_KEYS)
 
     @property
     def full_observation_spec(self) -> Composite:

@@ -1,7 +1,7 @@
 """The one step loop (:func:`step_loop`), run by ``EnvBase.rollout`` and every collector.
 
 :func:`step_loop` takes a step (actor, copies into the storage, :func:`carry_state`, the
-env's ``fast_step``, which decides and applies the resets of finished sub-envs); what
+env's ``fast_step``, whose finished sub-envs reset through ``reset_where``); what
 differs between its callers is data: a :class:`StepPlan` (the copy pairs, the carry, the
 after-step hooks), the actor, and a ``stop`` for ``break_when_any_done``.
 

@@ -14,6 +14,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from rl_envs._buffers import complete_done, masked_assign
 from rl_envs._keys import DONE, DONE_KEYS, RESET
+from rl_envs._resets import reset_where
 
 if TYPE_CHECKING:
     from rl_envs._env import EnvBase
@@ -55,7 +56,5 @@ def fast_step_from_simple(env: EnvBase, action: Any) -> tuple[TensorDictBase, Te
         nxt.get(key).copy_(out.get(key))
     for key in env.observation_spec.keys(True, True):
         root.get(key).copy_(out.get(key))
-    done = nxt.get(DONE).reshape(env.batch_size)
-    if done.any():
-        env.fast_reset(done)
+    reset_where(env, nxt.get(DONE).reshape(env.batch_size))
     return nxt, root

@@ -20,6 +20,7 @@ from tensordict import TensorDictBase
 from rl_envs._action_check import action_needs_check
 from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
+from rl_envs._resets import reset_where
 
 __all__ = ["Compose", "Transform", "TransformedEnv"]
 
@@ -341,8 +342,8 @@ class TransformedEnv(EnvBase):
             self._own_buffers()
         self.base_env.fast_step(self.transform.inv_action(action))
         finished = self.transform.on_step()
-        if finished is not None and finished.any():
-            self.fast_reset(finished)
+        if finished is not None:
+            reset_where(self, finished)
         if self._ext is not None:
             self.buffers()
             root, nxt = self._sync_ext()
