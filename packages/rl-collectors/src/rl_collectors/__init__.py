@@ -20,12 +20,12 @@ from rl_collectors import weight_sync
 from rl_collectors._async_batched import AsyncBatchedCollector
 from rl_collectors._base import BaseCollector
 from rl_collectors._checkpoint import (
-    Checkpointer,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
     valid_checkpoint,
 )
+from rl_collectors._checkpointer import Checkpointer
 from rl_collectors._collector import Collector
 from rl_collectors._distributed import DistributedDataCollector, DistributedSyncDataCollector
 from rl_collectors._distributed_worker import serve_distributed_collector
