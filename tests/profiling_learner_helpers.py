@@ -18,4 +18,4 @@ def slow_cartpole(seconds: float):
             time.sleep(seconds)
             return super().fast_step(action)
 
-    return SlowCartPole("CartPole-v1", num_envs=2)
+    return SlowCartPole("CartPole-v1", num_envs=2, categorical_action_encoding=True)

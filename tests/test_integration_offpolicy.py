@@ -67,7 +67,9 @@ class Budget:
 
 
 def make_env(env_id: str, seed: int) -> TransformedEnv:
-    env = TransformedEnv(GymEnv(env_id, num_envs=NUM_ENVS), RewardSum())
+    # integer actions (the budgets below were tuned with them; a Box space ignores it)
+    env = TransformedEnv(GymEnv(env_id, num_envs=NUM_ENVS, categorical_action_encoding=True),
+                         RewardSum())
     env.set_seed(seed)
     return env
 
