@@ -26,7 +26,7 @@ from rl_envs._composite import Composite
 from rl_envs._env import EnvBase
 from rl_envs._gym_autoreset import leaf, partial_reset_fn, transfer
 from rl_envs._gym_pixels import PIXELS, add_pixels, observation_key
-from rl_envs._gym_specs import space_to_spec, torch_dtype
+from rl_envs._gym_specs import obs_encoder, space_to_spec, torch_dtype
 from rl_envs._keys import ACTION, DONE, REWARD, TERMINATED, TRUNCATED
 from rl_envs._resets import reset_where
 from rl_envs._specs import TensorSpec, Unbounded
@@ -58,7 +58,8 @@ class GymWrapper(EnvBase):
             ``(num_envs,)``), or a ``gymnasium.Env`` (batch size ``()``, as TorchRL; stepped
             through a one-env ``SyncVectorEnv``).
         categorical_action_encoding: ``Discrete`` actions as integers (``Categorical``) when
-            True, one-hot (``OneHot``, TorchRL's default) when False (default).
+            True, one-hot (``OneHot``, TorchRL's default) when False (default); a
+            ``Discrete`` observation follows the same flag, as in TorchRL.
         frame_skip: repeat each action this many times, summing the rewards; a block ends
             early for every sub-env as soon as one finishes, so no episode boundary is
             crossed inside a block.
@@ -177,7 +178,9 @@ class GymWrapper(EnvBase):
     def _build_specs(self, categorical: bool, info_keys: Any) -> None:
         b = self.batch_size
         space = self._env.single_observation_space
-        obs, key = space_to_spec(space, b), observation_key(space, self._obs_key)
+        obs = space_to_spec(space, b, categorical_action_encoding=categorical)
+        key = observation_key(space, self._obs_key)
+        self._obs_encode = obs_encoder(space, categorical_action_encoding=categorical)
         self._obs_is_dict = isinstance(obs, Composite)
         if not self._obs_is_dict:
             obs = Composite({key: obs}, shape=b)
@@ -277,6 +280,8 @@ class GymWrapper(EnvBase):
             self._rew_np[...] = rew
         else:
             obs, term, trunc, info = self._skip_steps(act)
+        if self._obs_encode is not None:  # TorchRL's one-hot Discrete observation
+            obs = self._obs_encode(obs)
         self._term_np[...] = term
         self._trunc_np[...] = trunc
         done = np.logical_or(term, trunc, out=self._done_np)
@@ -308,10 +313,11 @@ class GymWrapper(EnvBase):
             reset_where(self, done)
             return
         # SAME_STEP: obs holds the reset observation; the final one is in info
-        final = info["final_obs"]
+        final, enc = info["final_obs"], self._obs_encode
         for path, nv, _ in self._obs_views:
             for i in done.nonzero()[0]:  # the finished sub-envs (np.flatnonzero costs 4x more)
-                nv[i] = leaf(final[i], path) if path else final[i]
+                row = final[i] if enc is None else enc(final[i])
+                nv[i] = leaf(row, path) if path else row
         if self._info_views and "final_info" in info:
             self._write_info(info["final_info"], done, "next")
 
@@ -354,6 +360,8 @@ class GymWrapper(EnvBase):
             if not rows.any():
                 return root
             obs, info, rows_only = self._partial(rows)
+        if self._obs_encode is not None:
+            obs = self._obs_encode(obs)
         for path, _, rv in self._obs_views:
             src = leaf(obs, path)
             if rows is None:

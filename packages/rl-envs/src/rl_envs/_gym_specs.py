@@ -6,6 +6,7 @@ recognised by class name so this module imports without it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from rl_envs._composite import Composite
 from rl_envs._specs import Bounded, TensorSpec, Unbounded
 from rl_envs._specs_discrete import Binary, Categorical, MultiCategorical, OneHot
 
-__all__ = ["space_to_spec", "torch_dtype"]
+__all__ = ["obs_encoder", "space_to_spec", "torch_dtype"]
 
 
 def torch_dtype(np_dtype: Any) -> torch.dtype:
@@ -44,7 +45,8 @@ def space_to_spec(
             or ``Dict`` of those).
         batch_size: the env's batch shape, prepended to every spec's shape.
         categorical_action_encoding: ``Discrete`` -> ``Categorical`` (integers) when
-            True, ``OneHot`` when False.
+            True, ``OneHot`` when False; TorchRL applies the flag to observation spaces
+            too (see :func:`obs_encoder` for the values).
         device: device of the specs.
 
     Raises:
@@ -96,3 +98,77 @@ def space_to_spec(
         f"unsupported gymnasium space {kind} ({space!r}); "
         "supported: Box, Discrete, MultiDiscrete, MultiBinary, Dict"
     )
+
+
+def _onehot(n: int) -> Callable[[Any], np.ndarray]:
+    arange = np.arange(n)
+
+    def encode(value: Any) -> np.ndarray:
+        return (np.asarray(value)[..., None] == arange).astype(np.int64)
+
+    return encode
+
+
+def _leaf_encoders(space: Any, path: tuple) -> list[tuple[tuple, Callable]]:
+    kind = _kind(space)
+    if kind == "Discrete":
+        return [(path, _onehot(int(space.n)))]
+    if kind == "Dict":
+        return [
+            enc for k, s in space.spaces.items() for enc in _leaf_encoders(s, (*path, k))
+        ]
+    return []
+
+
+def obs_encoder(
+    space: Any, *, categorical_action_encoding: bool
+) -> Callable[[Any], Any] | None:
+    """What turns the simulator's observation into the values of ``space_to_spec``'s spec.
+
+    TorchRL reads a ``Discrete`` observation space with the same flag as actions: a
+    ``OneHot`` spec by default (``categorical_action_encoding=False``), whose values are
+    the one-hot encoding (int64, ``n`` along a new last dim) of the integers gymnasium
+    returns; ``True`` keeps the integers. Any leading dims (``[num_envs]``, none for a
+    single finished sub-env's observation) are kept.
+
+    Args:
+        space: a single env's gymnasium observation space.
+        categorical_action_encoding: the env's flag.
+
+    Returns:
+        A function mapping an observation (array, or nested dict for a ``Dict`` space) to
+        the encoded one (a new dict; the input is not changed), or ``None`` when nothing
+        needs encoding.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> enc = obs_encoder(gym.spaces.Discrete(3), categorical_action_encoding=False)
+        >>> enc(np.array([2, 0])).tolist()
+        [[0, 0, 1], [1, 0, 0]]
+        >>> obs_encoder(gym.spaces.Discrete(3), categorical_action_encoding=True) is None
+        True
+    """
+    if categorical_action_encoding:
+        return None
+    leaves = _leaf_encoders(space, ())
+    if not leaves:
+        return None
+    if leaves[0][0] == ():
+        return leaves[0][1]
+
+    def encode(obs: Any) -> Any:
+        out = _copy_dicts(obs)
+        for path, enc in leaves:
+            node = out
+            for p in path[:-1]:
+                node = node[p]
+            node[path[-1]] = enc(node[path[-1]])
+        return out
+
+    return encode
+
+
+def _copy_dicts(obs: Any) -> Any:
+    if isinstance(obs, dict):
+        return {k: _copy_dicts(v) for k, v in obs.items()}
+    return obs
