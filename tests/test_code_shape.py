@@ -317,3 +317,35 @@ def test_one_function_decides_and_applies_a_reset() -> None:
     assert reset_calls(ast.parse("def f(env, m):\n    if m.any():\n        env.fast_reset(m)\n"))
     found = {f"{where}:{name}" for where, tree in _source_trees() for name in reset_calls(tree)}
     assert found - RESET_DELEGATIONS == {"packages/rl-envs/src/rl_envs/_resets.py:reset_where"}
+
+
+def state_zeroings(tree: ast.Module) -> list[str]:
+    """The functions of ``tree`` that zero a state: ``torch.where(mask, 0, x)``, or a
+    keep mask ``~is_init`` / ``~starts`` (what the fused cells multiply a state by)."""
+    def zeroes(node: ast.AST) -> bool:
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "where":
+            zero = node.args[1] if len(node.args) == 3 else None
+            return isinstance(zero, ast.Constant) and zero.value == 0
+        return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert)
+                and isinstance(node.operand, ast.Name)
+                and ("init" in node.operand.id or "start" in node.operand.id))
+
+    return [func.name for func in ast.walk(tree) if isinstance(func, ast.FunctionDef)
+            and any(zeroes(node) for node in ast.walk(func))]
+
+
+def test_one_function_zeroes_a_hidden_state() -> None:
+    """Issue 42: where a trajectory starts, its hidden state becomes zero in one module,
+    ``rl_recurrent/_reset.py``: ``zero_where`` for a stored state (the module's input
+    state, an RSSM step, a padded segment) and ``keep_mask``, the same rule as the
+    multiplier the fused per-step cells and kernels take (the check sees both forms)."""
+    assert state_zeroings(ast.parse("def f(s, m):\n    return torch.where(m, 0, s)\n"))
+    assert state_zeroings(ast.parse("def f(is_init):\n    return (~is_init).float()\n"))
+    assert not state_zeroings(ast.parse("def f(x):\n    return ~torch.isfinite(x)\n"))
+    found = {f"{where}:{name}" for where, tree in _source_trees()
+             for name in state_zeroings(tree)}
+    reset = "packages/rl-recurrent/src/rl_recurrent/_reset.py"
+    assert found == {f"{reset}:zero_where", f"{reset}:keep_mask"}
+    for module, call in (("_base.py", "zero_where("), ("_pad.py", "zero_where("),
+                         ("_rssm_rollout.py", "zero_where("), ("_backends.py", "keep_mask(")):
+        assert call in (ROOT / "packages/rl-recurrent/src/rl_recurrent" / module).read_text()

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from rl_recurrent._cells import GRUCellMath, LSTMCellMath
 from rl_recurrent._pad import run_pad
+from rl_recurrent._reset import keep_mask
 from rl_recurrent._scan import TorchImpl, run_layer
 from rl_recurrent._triton import check_triton_available, make_triton_impl
 
@@ -49,7 +50,7 @@ def check_backend_available(backend: str) -> None:
 def _run_stack(rnn, x, is_init, states0, *, recompute, impl, dtype):
     """Scan/triton: layer after layer over the whole sequence, time-major inside."""
     cell = LSTMCellMath if isinstance(rnn, nn.LSTM) else GRUCellMath
-    keep = (~is_init).t().unsqueeze(-1).to(dtype)
+    keep = keep_mask(is_init, dtype).t().unsqueeze(-1)
     inp = x.transpose(0, 1).to(dtype)
     per_layer = []
     for layer in range(rnn.num_layers):

@@ -22,6 +22,7 @@ from rl_recurrent._mode import (
     recurrent_mode,
 )
 from rl_recurrent._primer import make_primer
+from rl_recurrent._reset import zero_where
 from rl_recurrent.exceptions import MissingIsInitError, MissingRecurrentStateError
 
 __all__ = ["RecurrentModuleBase"]
@@ -176,7 +177,7 @@ class RecurrentModuleBase(TensorDictModuleBase):
                 f"{type(self).__name__}: state {key!r} must have shape {list(shape)} "
                 f"([*batch, num_layers, hidden_size]), got {list(state.shape)}"
             )
-        return torch.where(starts[..., None, None], 0, state)
+        return zero_where(state, starts)
 
     @profiled("RecurrentModule.step")
     def _forward_sequential(self, tensordict: TensorDictBase) -> TensorDictBase:

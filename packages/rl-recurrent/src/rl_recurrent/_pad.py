@@ -13,6 +13,8 @@ from torch import Tensor, nn
 from torch.func import functional_call
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from rl_recurrent._reset import zero_where
+
 __all__ = ["run_pad"]
 
 
@@ -55,8 +57,8 @@ def run_pad(
     valid = steps < lengths[:, None]
     index = torch.where(valid, flat_starts[:, None] + steps, 0)
     padded = x.reshape(n * t, -1)[index]
-    at_row_start = (flat_starts % t == 0).to(x.dtype)[:, None]
-    seg_states = tuple(s[:, flat_starts // t] * at_row_start for s in states0)
+    mid_row = (flat_starts % t != 0)[None]  # a reset inside the row: start from zero
+    seg_states = tuple(zero_where(s[:, flat_starts // t], mid_row) for s in states0)
     packed = pack_padded_sequence(padded, lengths.cpu(), batch_first=True, enforce_sorted=False)
     hx = seg_states if isinstance(rnn, nn.LSTM) else seg_states[0]
     if params is None:

@@ -25,6 +25,7 @@ from tensordict.nn import TensorDictModuleBase
 from torch import Tensor
 
 from rl_recurrent._keys import IS_INIT, NEXT
+from rl_recurrent._reset import zero_where
 from rl_recurrent._rssm_modules import RSSMPosterior, RSSMPrior
 from rl_recurrent.exceptions import BackendUnavailableError
 
@@ -169,8 +170,8 @@ class RSSMRollout(TensorDictModuleBase):
         """
         state, belief = carry
         action, embedding, prior_noise, posterior_noise, is_init = x
-        state = torch.where(is_init, 0.0, state)
-        belief = torch.where(is_init, 0.0, belief)
+        state = zero_where(state, is_init)
+        belief = zero_where(belief, is_init)
         prior_params, _, next_belief = self.rssm_prior.step(state, belief, action, prior_noise)
         post_params, next_state = self.rssm_posterior.step(next_belief, embedding, posterior_noise)
         return (next_state, next_belief), (*prior_params, *post_params, state, belief)
