@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from rl_envs import Bounded, SpecError, check_env_specs
@@ -18,6 +20,8 @@ ENVS = {
     "cartpole-sync": lambda: GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True),
     "cartpole-onehot": lambda: GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=False),
     "pendulum": lambda: GymEnv("Pendulum-v1", num_envs=2),
+    "frozenlake-onehot-obs": lambda: GymEnv("FrozenLake-v1", num_envs=2),
+    "taxi-one-sim": lambda: GymEnv("Taxi-v4"),
     "mountaincar-continuous": lambda: GymEnv("MountainCarContinuous-v0", num_envs=2),
     "acrobot": lambda: GymEnv("Acrobot-v1", num_envs=2, categorical_action_encoding=True),
     "cartpole-vector-entry-point": lambda: GymEnv(
@@ -106,3 +110,25 @@ def test_check_env_specs_reports_keys_no_spec_declares():
     env.fake_tensordict = fake
     with pytest.raises(SpecError, match="'ghost': present in the data but in no spec"):
         check_env_specs(env)
+
+
+@pytest.mark.parametrize("num_envs", [None, 2], ids=["[]", "[2]"])
+def test_integer_action_on_one_hot_spec_names_the_flag(num_envs):
+    """An integer action given to a one-hot env (TorchRL's default encoding) is told how to
+    get integer actions; a wrong shape of another kind is not."""
+    from rl_envs import InvalidActionError
+
+    env = GymEnv("CartPole-v1", num_envs=num_envs)
+    td = env.reset()
+    td["action"] = torch.zeros(env.batch_size, dtype=torch.int64)
+    expected = (*env.batch_size, 2)
+    with pytest.raises(InvalidActionError, match=(
+        rf"'action': expected shape {re.escape(str(expected))}.*categorical_action_encoding=True"
+    )):
+        env.step(td)
+    with pytest.raises(InvalidActionError, match="categorical_action_encoding=True"):
+        env.fast_step(td["action"])
+    with pytest.raises(InvalidActionError, match=r"expected shape") as info:
+        env.fast_step(torch.zeros((*env.batch_size, 3), dtype=torch.int64))
+    assert "categorical_action_encoding" not in str(info.value)
+    env.close()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs._specs_discrete import OneHot
 from rl_envs.exceptions import InvalidActionError
 
 if TYPE_CHECKING:
@@ -42,10 +43,10 @@ def check_action(env: EnvBase, action: Any) -> None:
                 "received a tensor"
             )
         if action.dtype != spec.dtype or action.shape != spec.shape:
-            spec.assert_is_in(action, env.action_key, InvalidActionError)
+            _assert_is_in(spec, action, env.action_key)
         if env.action_checks_left > 0:
             env.action_checks_left -= 1
-            spec.assert_is_in(action, env.action_key, InvalidActionError)
+            _assert_is_in(spec, action, env.action_key)
         return
     if not isinstance(action, TensorDictBase):
         raise InvalidActionError(
@@ -59,5 +60,20 @@ def check_action(env: EnvBase, action: Any) -> None:
         spec = env.full_action_spec[key]
         value = action.get(key)
         if env.action_checks_left > 0 or value.dtype != spec.dtype or value.shape != spec.shape:
-            spec.assert_is_in(value, key, InvalidActionError)
+            _assert_is_in(spec, value, key)
     env.action_checks_left -= 1
+
+
+def _assert_is_in(spec: Any, value: torch.Tensor, key: Any) -> None:
+    """``spec.assert_is_in``; an integer action given to a one-hot spec (its shape without
+    the last dim) is told how to get integer actions."""
+    try:
+        spec.assert_is_in(value, key, InvalidActionError)
+    except InvalidActionError as err:
+        if isinstance(spec, OneHot) and tuple(value.shape) == tuple(spec.shape[:-1]):
+            raise InvalidActionError(
+                f"{err} (the action spec is OneHot: pass one-hot actions of shape "
+                f"{tuple(spec.shape)}, or build the env with categorical_action_encoding=True "
+                "for integer actions, TorchRL's Categorical spec)"
+            ) from None
+        raise
