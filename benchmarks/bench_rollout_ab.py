@@ -12,6 +12,18 @@ Make the other checkout with ``git worktree add /tmp/base42 <sha>``::
 Prints the seconds of each phase per run and ``collect+advantage ratio: R`` (below 1: this
 checkout is faster; the target is <= 0.75). Run it on an idle machine: the phases are a few
 seconds each and a busy core shows up in them.
+
+``--floor`` times the same two phases against their floor instead: the plain loop a CleanRL
+script would write (``rollout_floor.py``: the same gymnasium vector env, the same actor and
+critic networks and sampling, tensors preallocated ``[T, N]`` and written in place, a partial
+reset of the finished sub-envs, GAE as a reversed loop), beside this checkout's
+``Collector`` + ``GAE`` and, with ``--other``, the other checkout's. Each side runs in its own
+process, the sides alternate, ``--rounds`` times; a side builds the example's env and agent
+(fixed weights, no training) and times ``--frames`` frames after one warm-up batch::
+
+    uv run python benchmarks/bench_rollout_ab.py --floor --other /tmp/base42 --rounds 5
+
+Prints ``collector X s, plain floor Y s`` per round and the medians.
 """
 
 from __future__ import annotations
@@ -23,6 +35,8 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+import rollout_floor
 
 ROOT = Path(__file__).resolve().parent.parent
 PHASES = ("collect", "advantage")
@@ -52,13 +66,20 @@ def run_once(checkout: Path, frames: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--other", type=Path, required=True, help="the other checkout")
+    parser.add_argument("--other", type=Path, help="the other checkout")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--frames", type=int, default=50_000, help="frames per run")
+    parser.add_argument("--floor", action="store_true",
+                        help="time the collector against the plain loop (rollout_floor.py)")
     args = parser.parse_args()
-    other = args.other.resolve()
-    if not (other / "examples" / "ppo_cartpole.py").is_file():
+    other = None if args.other is None else args.other.resolve()
+    if other is not None and not (other / "examples" / "ppo_cartpole.py").is_file():
         raise SystemExit(f"--other: expected a checkout of this repository, got {other}")
+    if args.floor:
+        rollout_floor.compare(ROOT, other, args.rounds, args.frames)
+        return
+    if other is None:
+        raise SystemExit("--other: required without --floor (the checkout to compare with)")
     ours_total, theirs_total, ratios = 0.0, 0.0, []
     for r in range(args.rounds):
         pair = {}
