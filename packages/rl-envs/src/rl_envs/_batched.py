@@ -195,7 +195,12 @@ class SerialEnv(_BatchedEnv):
 
 
 class ParallelEnv(_BatchedEnv):
-    """``num_workers`` sub-envs, each in its own process (``multiprocessing`` "spawn").
+    """``num_workers`` sub-envs, each in its own process.
+
+    Workers start with the method set by ``multiprocessing.set_start_method`` when the
+    program set one, else ``"spawn"``: TorchRL's rule, so a script that sets ``"fork"``
+    to build a ``ParallelEnv`` at its top level without a ``__main__`` guard (TorchRL's
+    ``torchrl_demo.py``) runs here too.
 
     Same batch size, specs and results as :class:`SerialEnv`. The batched ``root``,
     ``next``, action and reset-mask buffers are shared-memory tensors allocated here; each
@@ -279,9 +284,7 @@ class ParallelEnv(_BatchedEnv):
         self._pool = WorkerPool(type(self).__name__, float(timeout))
         self._finalizer = weakref.finalize(self, self._pool.shutdown)
         try:
-            self._pool.start(
-                multiprocessing.get_context("spawn"), fns, kwargs, num_sub_threads
-            )
+            _start_workers(self._pool, fns, kwargs, num_sub_threads)
             metas = self._pool.gather(list(range(num_workers)), "create_env_fn")
             if metas[0]["device"].type != "cpu":
                 raise ValueError(
@@ -379,3 +382,18 @@ class ParallelEnv(_BatchedEnv):
     def worker_pids(self) -> list[int]:
         """Process ids of the workers (empty once closed)."""
         return self._pool.pids
+
+
+def _start_workers(pool: WorkerPool, fns: list, kwargs: list[dict], num_sub_threads: int) -> None:
+    """Start ``pool``'s workers with the program's start method, else ``"spawn"``.
+
+    Starting a spawned process makes ``multiprocessing`` fix the program's start method to
+    the platform's default (``"fork"`` on Linux); when the program had set none, that is
+    undone, so the next ``ParallelEnv`` still spawns.
+    """
+    chosen = multiprocessing.get_start_method(allow_none=True)
+    try:
+        pool.start(multiprocessing.get_context(chosen or "spawn"), fns, kwargs, num_sub_threads)
+    finally:
+        if chosen is None:
+            multiprocessing.set_start_method(None, force=True)

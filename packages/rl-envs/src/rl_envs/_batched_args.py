@@ -21,7 +21,10 @@ __all__ = ["TORCHRL_ONLY", "check_args", "check_picklable", "check_same_specs"]
 TORCHRL_ONLY = {
     "shared_memory": "ParallelEnv's workers always write into shared memory; SerialEnv needs none",
     "memmap": "the batched buffers live in shared memory, never in memory-mapped files",
-    "mp_start_method": "workers are always started with 'spawn'",
+    "mp_start_method": (
+        "workers start with multiprocessing.set_start_method's method when one was set, "
+        "else 'spawn' (TorchRL's default rule)"
+    ),
     "use_buffers": "steps always go through preallocated buffers",
     "serial_for_single": (
         "ParallelEnv(1, ...) starts one worker process; use SerialEnv(1, ...) to stay here"
