@@ -93,3 +93,24 @@ def test_slice_samplers_take_cache_values_and_see_every_write(cls: str) -> None:
     for _ in range(20):
         seen |= set(rb.sample()["traj"].tolist())
     assert 1 in seen  # the second write's episode, found after the cache was renewed
+
+
+def test_storage_private_alias_reads_the_stored_memory(tmp_path) -> None:
+    """TorchRL's ``storage._storage`` (its replay tutorial reads a memmap leaf's filename)."""
+    from rl_replay import LazyMemmapStorage
+
+    storage = LazyMemmapStorage(8, scratch_dir=tmp_path)
+    buffer = ReplayBuffer(storage=storage)
+    assert storage._storage is None
+    data = TensorDict({"a": torch.arange(3), ("b", "c"): torch.ones(3, 2)}, [3])
+    buffer.extend(data)
+    stored = buffer._storage._storage
+    assert stored.batch_size == (8,) and stored["b", "c"].shape == (8, 2)
+    assert stored["a"].filename.startswith(str(tmp_path))
+    assert stored["b", "c"].filename != stored["a"].filename
+    assert torch.equal(stored["a"][:3], data["a"])
+    stored["a"][0] = 7  # the same memory as the storage's own tensors
+    assert storage.leaf("a")[0] == 7
+    tensors = LazyTensorStorage(4)
+    tensors.set(torch.arange(2), torch.ones(2, 5))
+    assert tensors._storage.shape == (4, 5) and tensors._storage[:2].sum() == 10

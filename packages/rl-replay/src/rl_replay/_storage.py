@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 from rl_profiling import profiled_methods
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from rl_replay._layout import Layout, batch_rows
 from rl_replay._snapshot import WriteTracker, load_chunks
@@ -318,6 +318,17 @@ class LazyTensorStorage(Storage):
             index = index.to(self.device)
         out = [torch.index_select(t, 0, index) for t in self._flat]
         return layout.build(out, index.shape, self.device, extra)
+
+    @property
+    def _storage(self) -> Any:
+        """TorchRL's attribute, read-only: the full stored TensorDict (``[cap]`` or ``[envs,
+        cap_t]``; a memory-mapped storage's leaves keep their ``filename``) or tensor;
+        ``None`` before the first write. The same memory as :meth:`leaf`."""
+        layout = self.layout
+        if layout is None or not layout.is_td:
+            return self._leaves[0] if layout is not None else None
+        lead = self._leaves[0].shape[: self.ndim] if self._leaves else ()
+        return TensorDict(dict(zip(layout.keys, self._leaves, strict=True)), lead, self.device)
 
     def leaf(self, key: Any) -> torch.Tensor:
         """The full stored tensor under ``key`` (``[cap]`` or ``[envs, cap_t]`` leading)."""
