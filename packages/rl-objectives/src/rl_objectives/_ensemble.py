@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import weakref
 
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase, TensorDictParams
 from torch import nn
 
-__all__ = ["StackedCritics", "stack_copies", "vmap_call"]
+__all__ = ["StackedCritics", "stack_copies", "swap_call", "vmap_call"]
 
 
 def _reset_parameters(module: nn.Module) -> None:
@@ -45,11 +46,14 @@ def vmap_call(
 ) -> TensorDictBase:
     """Run ``module`` once per entry of the stacked ``params`` on the same input.
 
-    The copies run one after the other through ``torch.func.functional_call`` on views of
-    the stacked leaves (no ``torch.vmap``): each copy is then plain GEMMs, as a
-    hand-written ensemble, which costs less than vmap's batched matmuls in eager mode and
-    compiles into one graph without the size-1 ``bmm`` lowering Inductor turns into slow
-    reductions on the CPU (measured in ``benchmarks/bench_update.py``'s SAC row). Each copy
+    The copies run one after the other on views of the stacked leaves (no ``torch.vmap``):
+    each copy is then plain GEMMs, as a hand-written ensemble, which costs less than vmap's
+    batched matmuls in eager mode and compiles into one graph without the size-1 ``bmm``
+    lowering Inductor turns into slow reductions on the CPU (measured in
+    ``benchmarks/bench_update.py``'s SAC row). Under ``torch.compile`` each copy goes
+    through ``torch.func.functional_call`` (which Dynamo traces); eager, through
+    :func:`swap_call`, the same call without ``functional_call``'s walk over the module
+    tree (at 128x128 critics that walk cost more than the critics' GEMMs). Each copy
     draws its own randomness, as ``vmap(randomness="different")`` did.
 
     Args:
@@ -59,16 +63,89 @@ def vmap_call(
         tensordict: the input, shared by the ``N`` calls (not written to).
 
     Returns:
-        The outputs, with a leading dim ``N``.
+        The outputs, with a leading dim ``N``: the module's ``out_keys`` only (its inputs
+        are not stacked ``N`` times).
+
+    Examples:
+        >>> from tensordict.nn import TensorDictModule
+        >>> net = TensorDictModule(nn.Linear(3, 1), ["x"], ["q"])
+        >>> params = stack_copies(net, 2)
+        >>> out = vmap_call(net, params, TensorDict(x=torch.ones(5, 3), batch_size=[5]))
+        >>> out["q"].shape
+        torch.Size([2, 5, 1])
     """
-    leaves = [(k if isinstance(k, str) else ".".join(k), params.get(k))
-              for k in params.keys(include_nested=True, leaves_only=True)]
-    outs = [
-        torch.func.functional_call(
-            module, {name: leaf[i] for name, leaf in leaves}, (tensordict.copy(),))
-        for i in range(params.batch_size[0])
-    ]
-    return torch.stack(outs, 0)
+    names = [k if isinstance(k, str) else ".".join(k)
+             for k in params.keys(include_nested=True, leaves_only=True)]
+    members = zip(*(params.get(tuple(name.split("."))).unbind(0) for name in names),
+                  strict=True)
+    call = torch.func.functional_call if torch.compiler.is_compiling() else swap_call
+    outs = [call(module, dict(zip(names, member, strict=True)), (tensordict.copy(),))
+            for member in members]
+    keys = getattr(module, "out_keys", None)
+    if not keys:
+        return torch.stack(outs, 0)
+    return TensorDict({key: torch.stack([out.get(key) for out in outs], 0) for key in keys},
+                      batch_size=[len(outs), *tensordict.batch_size])
+
+
+_TIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _has_ties(module: nn.Module) -> bool:
+    """Whether one tensor is registered under two names in ``module`` (checked once)."""
+    ties = _TIES.get(module)
+    if ties is None:
+        names = [name for name, _ in module.named_parameters(remove_duplicate=False)]
+        names += [name for name, _ in module.named_buffers(remove_duplicate=False)]
+        unique = len(dict(module.named_parameters())) + len(dict(module.named_buffers()))
+        ties = _TIES[module] = len(names) != unique
+    return ties
+
+
+def swap_call(module: nn.Module, tensors: dict[str, torch.Tensor], args: tuple) -> object:
+    """``module(*args)`` with its named parameters / buffers replaced by ``tensors``.
+
+    ``torch.func.functional_call``'s result for a module without tied or parametrised
+    tensors, at a fraction of its cost: each named tensor is put in its owner's
+    ``_parameters`` / ``_buffers`` slot for the call and the original put back after it,
+    even when the call raises. A module with tied tensors (one tensor under two names),
+    or a name that is neither a parameter nor a buffer of its owner, sends the whole call
+    to ``functional_call``.
+
+    Args:
+        module: the module to call.
+        tensors: dotted name (as ``named_parameters`` gives it) -> the tensor to use.
+        args: the positional arguments of the call.
+
+    Returns:
+        What ``module(*args)`` returns.
+
+    Examples:
+        >>> lin = nn.Linear(2, 1)
+        >>> w = {"weight": torch.ones(1, 2), "bias": torch.zeros(1)}
+        >>> swap_call(lin, w, (torch.ones(1, 2),)).tolist(), lin.weight.shape
+        ([[2.0]], torch.Size([1, 2]))
+    """
+    if _has_ties(module):
+        return torch.func.functional_call(module, tensors, args)
+    slots = []
+    for name, tensor in tensors.items():
+        *path, attr = name.split(".")
+        owner = module
+        for part in path:  # `get_submodule` without its checks: plain dict lookups
+            owner = owner._modules[part]
+        table = owner._parameters if attr in owner._parameters else owner._buffers
+        if attr not in table:
+            return torch.func.functional_call(module, tensors, args)
+        slots.append((table, attr, tensor))
+    saved = [(table, attr, table[attr]) for table, attr, _ in slots]
+    try:
+        for table, attr, tensor in slots:
+            table[attr] = tensor
+        return module(*args)
+    finally:
+        for table, attr, old in saved:
+            table[attr] = old
 
 
 class StackedCritics:
