@@ -17,8 +17,15 @@ def _reference(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return (x.double() @ weight.double().t()).to(x.dtype)
 
 
+HAS_ONEDNN = _matmul._onednn_available()
+BOTH = [False, pytest.param(True, marks=pytest.mark.skipif(
+    not HAS_ONEDNN, reason="this torch build has no oneDNN linear"))]
+
+
+@pytest.mark.parametrize("onednn", BOTH, ids=["mm", "onednn"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_linear_and_addlinear_equal_the_float64_product(dtype):
+def test_linear_and_addlinear_equal_the_float64_product(dtype, onednn, monkeypatch):
+    monkeypatch.setattr(_matmul, "ONEDNN", onednn)  # both paths, whatever this CPU picks
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(96, 64, generator=gen, dtype=dtype)
     weight = torch.randn(128, 64, generator=gen, dtype=dtype)
@@ -33,7 +40,9 @@ def test_linear_and_addlinear_equal_the_float64_product(dtype):
     torch.testing.assert_close(out, base + _reference(x, weight), **tol)
 
 
-def test_transposed_operands_and_accumulation_into_the_base():
+@pytest.mark.parametrize("onednn", BOTH, ids=["mm", "onednn"])
+def test_transposed_operands_and_accumulation_into_the_base(onednn, monkeypatch):
+    monkeypatch.setattr(_matmul, "ONEDNN", onednn)
     # the weight gradient: acc += d^T x, both operands transposed views, out aliasing base
     gen = torch.Generator().manual_seed(1)
     d, x = torch.randn(256, 32, generator=gen), torch.randn(256, 16, generator=gen)
@@ -46,8 +55,9 @@ def test_transposed_operands_and_accumulation_into_the_base():
 # torch.backends.mkldnn.flags() warns about TF32 on Intel GPUs whatever it is given
 @pytest.mark.filterwarnings("ignore:TF32 acceleration on top of oneDNN:UserWarning")
 def test_onednn_is_used_for_cpu_float32_only_when_mkldnn_is_enabled(monkeypatch):
-    if not _matmul.ONEDNN:
+    if not HAS_ONEDNN:
         pytest.skip("this torch build has no oneDNN linear")
+    monkeypatch.setattr(_matmul, "ONEDNN", True)  # as on an AMD CPU
     calls = []
     real = torch.ops.mkldnn._linear_pointwise
 
@@ -64,14 +74,45 @@ def test_onednn_is_used_for_cpu_float32_only_when_mkldnn_is_enabled(monkeypatch)
     assert calls == [torch.float32]
 
 
-def test_the_environment_variable_turns_onednn_off():
+@pytest.mark.parametrize(("setting", "expected"), [("0", "False"), ("1", str(HAS_ONEDNN))])
+def test_the_environment_variable_forces_onednn_off_or_on(setting, expected):
     code = "from rl_recurrent import _matmul; print(_matmul.ONEDNN)"
-    env = {**os.environ, _matmul.ENV_VAR: "0"}
+    env = {**os.environ, _matmul.ENV_VAR: setting}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == expected
+
+
+def test_by_default_onednn_only_on_amd_cpus():
+    # MKL runs AVX2 kernels on AMD (oneDNN twice as fast) and AVX-512 ones on Intel
+    # (oneDNN 1.1-3.4x slower at the scan's products): measured, see rl_recurrent._matmul
+    for setting in (None, "auto", " AUTO "):
+        assert _matmul.choose_onednn(setting, "AuthenticAMD") is True
+        assert _matmul.choose_onednn(setting, "GenuineIntel") is False
+        assert _matmul.choose_onednn(setting, "") is False
+    assert _matmul.choose_onednn(None, "AuthenticAMD", available=False) is False
+    assert _matmul.choose_onednn("on", "GenuineIntel") is True
+    assert _matmul.choose_onednn("off", "AuthenticAMD") is False
+    expected = _matmul.choose_onednn(None, _matmul.cpu_vendor(), HAS_ONEDNN)
+    if _matmul.ENV_VAR not in os.environ:
+        assert _matmul.ONEDNN is expected
+
+
+def test_a_bad_setting_is_named():
+    with pytest.raises(ValueError, match="RL_RECURRENT_ONEDNN: expected auto, 1 or 0, got '2'"):
+        _matmul.choose_onednn("2", "AuthenticAMD")
+
+
+def test_cpu_vendor_reads_the_first_vendor_id(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n"
+                    "processor\t: 1\nvendor_id\t: GenuineIntel\n")
+    assert _matmul.cpu_vendor(str(info)) == "GenuineIntel"
+    assert _matmul.cpu_vendor(str(tmp_path / "absent")) == ""
+    info.write_text("processor\t: 0\n")
+    assert _matmul.cpu_vendor(str(info)) == ""
 
 
 @pytest.mark.parametrize("inplace", [False, True])
