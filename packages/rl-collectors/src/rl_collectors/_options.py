@@ -40,6 +40,10 @@ TORCHRL_ONLY = {
     "track_policy_version": 'every batch carries ("collector", "policy_version") already',
     "set_truncated": 'truncation is always marked: ("next", "truncated") is set at '
     "max_frames_per_traj",
+    "trajs_per_batch": "batches hold frames_per_batch frames, not whole episodes: "
+    "split_trajectories(batch) (padded, or as_nested=True) gives them per episode",
+    "traj_format": "batches hold frames_per_batch frames, not whole episodes: "
+    "split_trajectories(batch) (padded, or as_nested=True) gives them per episode",
 }
 """TorchRL collector arguments that have no counterpart here, and what to do instead."""
 

@@ -90,7 +90,9 @@ def _row_ids(td: TensorDictBase) -> torch.Tensor:
     return TrajCounter(rows).assign(done, new_start=True)
 
 
-def split_trajectories(td: TensorDictBase) -> TensorDictBase:
+def split_trajectories(
+    td: TensorDictBase, *, as_nested: bool | torch.layout = False
+) -> TensorDictBase:
     """Split a ``[*B, T]`` batch into a zero-padded ``[num_trajs, max_len]`` one.
 
     Trajectories are the runs of equal ``("collector", "traj_ids")`` (or, without ids,
@@ -100,12 +102,21 @@ def split_trajectories(td: TensorDictBase) -> TensorDictBase:
 
     Args:
         td: a collected batch, time on the last batch dim.
+        as_nested: TorchRL's option: no padding, each leaf a nested tensor of the
+            trajectories (``out[i]`` is trajectory ``i``, its own length), batch size
+            ``[num_trajs, -1]``, no mask. ``True`` builds ``torch.jagged`` nested tensors
+            (torch's public constructor; TorchRL builds strided ones through a private
+            torch function), a ``torch.layout`` picks the layout. As in TorchRL, a batch
+            whose rows are single whole-row trajectories comes back padded (nothing to
+            pad) with its mask.
 
     Returns:
-        A new TensorDict of batch size ``[num_trajs, max_len]``.
+        A new TensorDict of batch size ``[num_trajs, max_len]`` (``[num_trajs, -1]``
+        nested).
 
     Raises:
-        ValueError: ``td`` has no batch dim.
+        ValueError: ``td`` has no batch dim, or ``as_nested`` is neither a bool nor a
+            ``torch.layout``.
 
     Examples:
         >>> from tensordict import TensorDict
@@ -124,6 +135,10 @@ def split_trajectories(td: TensorDictBase) -> TensorDictBase:
         raise ValueError(
             f"split_trajectories: expected a batch with a time dim, got batch_size={td.batch_size}"
         )
+    if not isinstance(as_nested, (bool, torch.layout)):
+        raise ValueError(
+            f"as_nested: expected a bool or a torch.layout, received {as_nested!r}"
+        )
     ids = _row_ids(td)
     # a run ends where the id changes along time, or at the end of a row
     flat = td.reshape(-1)
@@ -136,6 +151,9 @@ def split_trajectories(td: TensorDictBase) -> TensorDictBase:
     pos = torch.arange(start.numel()) - first[seg]
     lengths = torch.bincount(seg, minlength=num)
     max_len = int(lengths.max())
+    whole_rows = max_len == td.batch_size[-1] and num * max_len == flat.numel()
+    if as_nested is not False and not whole_rows:  # TorchRL pads whole rows even then
+        return _nested(flat, lengths, torch.jagged if as_nested is True else as_nested)
     out = flat.apply(
         lambda x: x.new_zeros((num, max_len, *x.shape[1:])), batch_size=[num, max_len]
     )
@@ -145,3 +163,22 @@ def split_trajectories(td: TensorDictBase) -> TensorDictBase:
     return out
 
 
+
+
+def _nested(flat: TensorDictBase, lengths: torch.Tensor, layout: torch.layout) -> TensorDictBase:
+    """``flat``'s consecutive runs of ``lengths`` rows as nested tensors, ``[num, -1]``."""
+    if layout == torch.jagged:
+        offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+        torch.cumsum(lengths, 0, out=offsets[1:])
+
+        def nest(x: torch.Tensor) -> torch.Tensor:
+            return torch.nested.nested_tensor_from_jagged(x, offsets)
+    else:
+        sizes = lengths.tolist()
+
+        def nest(x: torch.Tensor) -> torch.Tensor:
+            return torch.nested.as_nested_tensor(list(x.split(sizes)), layout=layout)
+
+    # tensordict checks a leaf's leading dims against the batch size, which a ragged dim
+    # (-1) cannot pass; _fast_apply skips that check (as TorchRL's nested path does)
+    return flat._fast_apply(nest, batch_size=[len(lengths), -1])

@@ -77,7 +77,7 @@ _COLLECTORS = (
 _COLLECTOR_ARGS = (
     "devices", "storing_devices", "env_devices", "policy_devices",
     "create_env_kwargs", "interruptor", "preemptive_threshold", "use_buffers", "cat_results",
-    "track_policy_version", "set_truncated",
+    "track_policy_version", "set_truncated", "trajs_per_batch", "traj_format",
 )
 _BATCHED = ("SerialEnv", "ParallelEnv")
 _BATCHED_ARGS = (
