@@ -44,6 +44,8 @@ TORCHRL_ONLY = {
     "split_trajectories(batch) (padded, or as_nested=True) gives them per episode",
     "traj_format": "batches hold frames_per_batch frames, not whole episodes: "
     "split_trajectories(batch) (padded, or as_nested=True) gives them per episode",
+    "auto_register_policy_transforms": "the env is never changed by the collector: append "
+    "InitTracker() and module.make_tensordict_primer() to it yourself",
 }
 """TorchRL collector arguments that have no counterpart here, and what to do instead."""
 

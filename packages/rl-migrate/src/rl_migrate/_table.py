@@ -78,6 +78,7 @@ _COLLECTOR_ARGS = (
     "devices", "storing_devices", "env_devices", "policy_devices",
     "create_env_kwargs", "interruptor", "preemptive_threshold", "use_buffers", "cat_results",
     "track_policy_version", "set_truncated", "trajs_per_batch", "traj_format",
+    "auto_register_policy_transforms",
 )
 _BATCHED = ("SerialEnv", "ParallelEnv")
 _BATCHED_ARGS = (
@@ -87,7 +88,7 @@ _BATCHED_ARGS = (
 _ESTIMATORS = ("GAE", "TD0Estimator", "TD1Estimator", "TDLambdaEstimator", "VTrace")
 _ESTIMATOR_ARGS = ("vectorized", "advantage_key", "value_target_key", "value_key")
 _RECURRENT = ("LSTMModule", "GRUModule")
-_RECURRENT_ARGS = ("python_based", "batch_first", "bidirectional")
+_RECURRENT_ARGS = ("batch_first", "bidirectional")
 
 ROWS: dict[str, str] = {
     "collectors": "Collector arguments with no counterpart",

@@ -26,13 +26,26 @@ def _check_sizes(input_size: int, hidden_size: int, num_layers: int, dropout: fl
 
 
 TORCHRL_ONLY = {
-    "python_based": "choose the implementation with recurrent_backend= ('scan' steps the cell "
-    "math in Python over time; 'pad' runs torch's own module over padded segments; 'triton' a "
-    "fused kernel)",
     "batch_first": "inputs are always batch-first ([*B, T, F])",
     "bidirectional": "policies run forward in time only",
 }
 """TorchRL recurrent-module arguments with no counterpart here, and what to do instead."""
+
+
+def python_based_backend(owner: str, python_based: Any, backend: str) -> str:
+    """TorchRL's ``python_based=True`` (its LSTM / GRU cell stepped in Python over time, no
+    cuDNN) is the ``"scan"`` backend here: the same math in torch ops, chunked over time;
+    ``False`` leaves ``backend`` as it is."""
+    if not isinstance(python_based, bool):
+        raise TypeError(f"{owner}: python_based: expected a bool, received {python_based!r}")
+    if not python_based:
+        return backend
+    if backend not in ("auto", "scan"):
+        raise ValueError(
+            f"{owner}: python_based=True is recurrent_backend='scan' here, received "
+            f"recurrent_backend={backend!r} too: pass one of them"
+        )
+    return "scan"
 
 
 def refuse_torchrl_only(owner: str, kwargs: dict[str, Any]) -> None:
@@ -75,6 +88,10 @@ class _TorchRNNModule(RecurrentModuleBase):
         **torchrl_only: Any,
     ) -> None:
         super().__init__()
+        if "python_based" in torchrl_only:
+            recurrent_backend = python_based_backend(
+                type(self).__name__, torchrl_only.pop("python_based"), recurrent_backend
+            )
         refuse_torchrl_only(type(self).__name__, torchrl_only)
         _check_sizes(input_size, hidden_size, num_layers, dropout)
         keys = resolve_keys(in_key, in_keys, out_key, out_keys, self._default_state_keys)
@@ -120,7 +137,9 @@ class LSTMModule(_TorchRNNModule):
         recurrent_backend: ``"auto"``, ``"pad"``, ``"scan"`` or ``"triton"`` (see the
             recurrent guide); ``"auto"`` is ``"pad"`` on a GPU in eager and ``"scan"`` on
             the CPU or under ``torch.compile``; it never picks ``"triton"``, which needs
-            CUDA (or ``TRITON_INTERPRET=1`` on the CPU, for testing).
+            CUDA (or ``TRITON_INTERPRET=1`` on the CPU, for testing). TorchRL's
+            ``python_based=True`` is taken as ``"scan"`` (the cell math in torch ops over
+            time; the one-step sequential call runs ``nn.LSTM`` with any backend).
         recurrent_recompute: ``"none"`` or ``"full"`` (scan: do not store the gates;
             replay the forward chunk by chunk in the backward).
         recurrent_compute_dtype: dtype of the recurrent-mode computation (e.g.
@@ -180,7 +199,7 @@ class GRUModule(_TorchRNNModule):
         out_keys: ``[output, ("next", state)]`` in full.
         device: where to create the parameters.
         recurrent_backend: ``"auto"``, ``"pad"``, ``"scan"`` or ``"triton"`` (as for
-            :class:`LSTMModule`).
+            :class:`LSTMModule`; ``python_based=True`` is ``"scan"``).
         recurrent_recompute: ``"none"`` or ``"full"``.
         recurrent_compute_dtype: dtype of the recurrent-mode computation.
         recurrent_matmul_precision: ``"ieee"``, ``"tf32"`` or ``"tf32x3"`` (Triton).
