@@ -306,6 +306,28 @@ def test_the_fast_path_with_a_safe_spec_and_without_log_prob(dist):
             assert torch.equal(fast["sample_log_prob"], generic["sample_log_prob"])
 
 
+def test_the_fast_path_keeps_a_hooked_network_and_a_missing_input_generic():
+    """The network runs on its tensors only when that is what its call does: a forward
+    hook still runs (and changes the output), a missing in-key raises tensordict's error."""
+    actor = _gaussian_actor()
+    net = actor.module[0]
+    fast, generic = _fast_and_generic(actor, _obs())
+    assert torch.equal(fast["loc"], generic["loc"]) and "action" in fast
+
+    def shift(module, args, out):
+        out.set("loc", out.get("loc") + 100.0)
+        return out
+
+    handle = net.register_forward_hook(shift)
+    try:
+        fast, generic = _fast_and_generic(actor, _obs())
+    finally:
+        handle.remove()
+    assert torch.equal(fast["loc"], generic["loc"]) and bool((fast["loc"] > 50).all())
+    with set_exploration_type(ExplorationType.RANDOM), pytest.raises(KeyError):
+        actor(TensorDict(other=torch.zeros(B, 3), batch_size=[B]))
+
+
 class _JointNormal(IndependentNormal):
     """Scores its draw with its own ``rsample_and_log_prob`` (as tensordict's composites)."""
 

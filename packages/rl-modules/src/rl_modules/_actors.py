@@ -25,7 +25,13 @@ from tensordict.nn import (
     set_interaction_type,
 )
 
-from rl_modules._direct import build_dist, call_plain, plain_sequence_member, write_outputs
+from rl_modules._direct import (
+    build_dist,
+    call_plain,
+    is_plain,
+    plain_sequence_member,
+    write_outputs,
+)
 from rl_modules._distributions_continuous import TanhNormal, TruncatedNormal
 from rl_modules._spec_guard import SpecGuard, event_spec
 
@@ -318,10 +324,16 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         prob: ProbabilisticTensorDictModule,
     ) -> TensorDictBase:
         """What ``ProbabilisticTensorDictModule`` does under ``RANDOM`` for one sample:
-        a (reparameterised where possible) draw, and its log-prob when asked."""
+        a (reparameterised where possible) draw, and its log-prob when asked. A plain
+        network (``rl_modules._direct.is_plain``) runs on its tensors directly and the
+        distribution is built directly, as in :meth:`get_dist` (the same writes)."""
         for module in nets:
-            tensordict = module(tensordict)
-        dist = prob.get_dist(tensordict)
+            outputs = call_plain(module, tensordict) if is_plain(module) else None
+            if outputs is None:
+                tensordict = module(tensordict)
+            else:
+                write_outputs(module, tensordict, outputs)
+        dist = build_dist(prob, tensordict)
         value = dist.rsample() if dist.has_rsample else dist.sample()
         tensordict.set(self._sample_key, value)
         if prob.return_log_prob:
