@@ -114,3 +114,33 @@ def test_storage_private_alias_reads_the_stored_memory(tmp_path) -> None:
     tensors = LazyTensorStorage(4)
     tensors.set(torch.arange(2), torch.ones(2, 5))
     assert tensors._storage.shape == (4, 5) and tensors._storage[:2].sum() == 10
+
+
+def test_a_tensorclass_comes_back_as_itself() -> None:
+    """TorchRL's replay tutorial extends a ``@tensorclass`` and samples it back."""
+    from rl_replay.exceptions import ReplayBufferError
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Frames:
+        images: torch.Tensor
+        labels: torch.Tensor
+
+    @tensorclass
+    class Other:
+        images: torch.Tensor
+        labels: torch.Tensor
+
+    data = Frames(images=torch.arange(10 * 6).reshape(10, 2, 3), labels=torch.arange(10),
+                  batch_size=[10])
+    buffer = ReplayBuffer(storage=LazyTensorStorage(20), batch_size=4)
+    buffer.extend(data)
+    buffer.add(data[3])
+    sample = buffer.sample()
+    assert type(sample) is Frames and sample.images.shape == (4, 2, 3)
+    assert torch.equal(sample.images[:, 0, 0], sample.labels * 6)  # rows kept whole
+    assert type(buffer[0]) is Frames and int(buffer[10].labels) == 3
+    with pytest.raises(ReplayBufferError, match="expected a Frames like the stored data"):
+        buffer.extend(Other(images=torch.zeros(1, 2, 3, dtype=torch.int64),
+                            labels=torch.zeros(1, dtype=torch.int64), batch_size=[1]))
+    assert len(buffer) == 11

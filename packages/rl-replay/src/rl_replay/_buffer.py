@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 from rl_profiling import profiled
+from tensordict import TensorDictBase, is_tensorclass
 
 from rl_replay._checkpoint import dump_state, load_state
 from rl_replay._keys import INDEX
@@ -107,6 +108,7 @@ class ReplayBuffer:
         self._batch_size, self._collate_fn, self._transform = batch_size, collate_fn, transform
         self._prefetch_depth = prefetch
         self._prefetcher: Prefetcher | None = None
+        self._tensorclass: type | None = None  # the @tensorclass extended, stored as its td
         if generator is None and not compilable:
             generator = torch.Generator().manual_seed(int(torch.randint(2**62, ())))
         self._generator = generator
@@ -165,7 +167,7 @@ class ReplayBuffer:
             raise IndexError(f"index: position {bad} is out of range for a buffer of {n} rows")
         ranks = torch.where(ranks < 0, ranks + n, ranks)
         with self._lock:
-            data = self._storage.get(self._storage.valid_flat(ranks))
+            data = self._as_stored(self._storage.get(self._storage.valid_flat(ranks)))
         if single:
             data = data[0]
         elif self._collate_fn is not None:
@@ -183,14 +185,36 @@ class ReplayBuffer:
     def extend(self, data: Any) -> torch.Tensor:
         """Write a block of rows; return their flat storage indices.
 
+        A ``@tensorclass`` instance is stored as its TensorDict and read back (``sample``,
+        ``rb[index]``) as that class, as in TorchRL.
+
         Raises:
             StorageLayoutError: keys, shapes or dtypes differ from the stored data (the
                 buffer is left unchanged).
+            ReplayBufferError: a tensorclass other than the one stored.
         """
+        if is_tensorclass(data):
+            data = self._tensorclass_data(data)
         with self._lock:
             index = self._writer.extend(data)
             self._sampler.extend(index)
         return index
+
+    def _tensorclass_data(self, data: Any) -> TensorDictBase:
+        cls = type(data)
+        if self._tensorclass not in (None, cls):
+            raise ReplayBufferError(
+                f"data: expected a {self._tensorclass.__name__} like the stored data, "
+                f"received a {cls.__name__}"
+            )
+        self._tensorclass = cls
+        return data.to_tensordict()
+
+    def _as_stored(self, data: Any) -> Any:
+        """Rows read back: the extended tensorclass again, when one was stored."""
+        if self._tensorclass is None or not isinstance(data, TensorDictBase):
+            return data
+        return self._tensorclass.from_tensordict(data)
 
     def add(self, data: Any) -> int:
         """Write one row; return its flat storage index."""
@@ -239,7 +263,7 @@ class ReplayBuffer:
     def _sample(self, batch_size: int) -> tuple[Any, dict]:
         with self._lock:
             index, info = self._sampler.sample(self._storage, batch_size, self._generator)
-            data = self._gather(index, info)
+            data = self._as_stored(self._gather(index, info))
         info[INDEX] = index
         data = self._postprocess(data, info)
         if self._collate_fn is not None:
