@@ -193,22 +193,24 @@ class ReplayBuffer:
                 buffer is left unchanged).
             ReplayBufferError: a tensorclass other than the one stored.
         """
+        cls = None
         if is_tensorclass(data):
-            data = self._tensorclass_data(data)
+            cls, data = self._tensorclass_data(data)
         with self._lock:
             index = self._writer.extend(data)
             self._sampler.extend(index)
+        if cls is not None:  # only once the rows are written
+            self._tensorclass = cls
         return index
 
-    def _tensorclass_data(self, data: Any) -> TensorDictBase:
+    def _tensorclass_data(self, data: Any) -> tuple[type, TensorDictBase]:
         cls = type(data)
         if self._tensorclass not in (None, cls):
             raise ReplayBufferError(
                 f"data: expected a {self._tensorclass.__name__} like the stored data, "
                 f"received a {cls.__name__}"
             )
-        self._tensorclass = cls
-        return data.to_tensordict()
+        return cls, data.to_tensordict()
 
     def _as_stored(self, data: Any) -> Any:
         """Rows read back: the extended tensorclass again, when one was stored."""
