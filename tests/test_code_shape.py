@@ -349,3 +349,32 @@ def test_one_function_zeroes_a_hidden_state() -> None:
     for module, call in (("_base.py", "zero_where("), ("_pad.py", "zero_where("),
                          ("_rssm_rollout.py", "zero_where("), ("_backends.py", "keep_mask(")):
         assert call in (ROOT / "packages/rl-recurrent/src/rl_recurrent" / module).read_text()
+
+
+def layout_classes(tree: ast.Module) -> list[str]:
+    """The classes of ``tree`` that declare per-leaf ``dtypes`` and ``shapes`` fields."""
+    return [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+            and {"dtypes", "shapes"} <= {stmt.target.id for stmt in node.body
+                                         if isinstance(stmt, ast.AnnAssign)
+                                         and isinstance(stmt.target, ast.Name)}]
+
+
+def test_one_description_of_a_batch_layout() -> None:
+    """Issue 42: a batch's layout (batch size, time dim, keys, dtypes, event shapes) is
+    described by ``rl_profiling.layout.BatchLayout`` and read off a TensorDict by its
+    ``of``; the writer, the packed transports and the replay storage take it from there
+    (the check sees a class that declares its own)."""
+    assert layout_classes(ast.parse("class L:\n    keys: tuple\n    dtypes: tuple\n"
+                                    "    shapes: tuple\n"))
+    found = {f"{where}:{name}" for where, tree in _source_trees()
+             for name in layout_classes(tree)}
+    assert found == {
+        "packages/rl-profiling/src/rl_profiling/layout.py:BatchLayout",
+        # the storage's check-and-build form: BatchLayout.of's keys with a root key as its
+        # string, plus whether the data is a TensorDict at all (a storage holds Tensors too)
+        "packages/rl-replay/src/rl_replay/_layout.py:Layout",
+    }
+    for path, call in (("rl-envs/src/rl_envs/_writer.py", "BatchLayout.of("),
+                       ("rl-collectors/src/rl_collectors/_flat.py", "BatchLayout.of("),
+                       ("rl-replay/src/rl_replay/_layout.py", "BatchLayout.of(")):
+        assert call in (ROOT / "packages" / path).read_text(), path

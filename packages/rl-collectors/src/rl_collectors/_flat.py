@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
+from rl_profiling.layout import BatchLayout
 from tensordict import TensorDict, TensorDictBase
 
 __all__ = ["FlatLayout"]
@@ -21,13 +22,11 @@ _ALIGN = 16  # bytes: every leaf starts on an address any dtype can be viewed fr
 
 @dataclass(frozen=True)
 class FlatLayout:
-    """Keys, dtypes and shapes of a TensorDict's leaves, with their byte offsets.
+    """A batch's layout (:class:`rl_profiling.layout.BatchLayout`, the one description of
+    it) with each leaf's byte offset in the flat buffer.
 
     Attributes:
-        batch_size: the TensorDict's batch size.
-        keys: the leaf keys (tuples), in a fixed order.
-        dtypes: one dtype per key.
-        shapes: one full shape per key (batch dims first).
+        layout: the keys, dtypes, event shapes and batch size, time last.
 
     Examples:
         >>> td = TensorDict(
@@ -48,37 +47,33 @@ class FlatLayout:
                 [3.]])
     """
 
-    batch_size: tuple[int, ...]
-    keys: tuple[tuple[str, ...], ...]
-    dtypes: tuple[torch.dtype, ...]
-    shapes: tuple[tuple[int, ...], ...]
+    layout: BatchLayout
 
     @classmethod
     def of(cls, td: TensorDictBase) -> FlatLayout:
-        """The layout of ``td`` (its leaves, in ``keys(True, True)`` order)."""
-        keys = tuple(k if isinstance(k, tuple) else (k,) for k in td.keys(True, True))
-        leaves = [td.get(k) for k in keys]
-        return cls(
-            tuple(td.batch_size),
-            keys,
-            tuple(x.dtype for x in leaves),
-            tuple(tuple(x.shape) for x in leaves),
-        )
+        """The layout of ``td`` (its leaves, in :meth:`BatchLayout.of`'s order); its last
+        batch dim is time."""
+        dims = td.batch_dims
+        return cls(BatchLayout.of(td, time_dim=dims - 1 if dims else None))
+
+    @property
+    def keys(self) -> tuple[tuple[str, ...], ...]:
+        """The leaf keys (tuples), in a fixed order."""
+        return self.layout.keys
 
     def with_steps(self, steps: int) -> FlatLayout:
         """The same layout with the time dim (the last batch dim) of length ``steps``."""
-        t = len(self.batch_size) - 1
-        shapes = tuple((*s[:t], steps, *s[t + 1:]) for s in self.shapes)
-        return replace(self, batch_size=(*self.batch_size[:t], steps), shapes=shapes)
+        batch = self.layout.batch_size
+        return FlatLayout(replace(self.layout, batch_size=(*batch[:-1], steps)))
 
     @property
     def steps(self) -> int:
         """Length of the time dim."""
-        return self.batch_size[-1]
+        return self.layout.steps
 
     def _offsets(self) -> list[tuple[int, int]]:
         out, offset = [], 0
-        for dtype, shape in zip(self.dtypes, self.shapes, strict=True):
+        for dtype, shape in zip(self.layout.dtypes, self.layout.full_shapes(), strict=True):
             size = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
             out.append((offset, size))
             offset += -(-size // _ALIGN) * _ALIGN
@@ -103,11 +98,12 @@ class FlatLayout:
                 f"flat: expected {self.nbytes} bytes for this layout, got {flat.numel()}"
             )
         leaves = {}
+        layout = self.layout
         for key, dtype, shape, (offset, size) in zip(
-            self.keys, self.dtypes, self.shapes, self._offsets(), strict=True
+            layout.keys, layout.dtypes, layout.full_shapes(), self._offsets(), strict=True
         ):
             leaves[key] = flat[offset:offset + size].view(dtype).view(shape)
-        td = TensorDict(batch_size=self.batch_size)
+        td = TensorDict(batch_size=layout.batch_size)
         for key, value in leaves.items():
             td.set(key, value)
         return td

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from rl_profiling.layout import BatchLayout
 from tensordict import TensorDictBase
 
 __all__ = ["RolloutWriter", "empty_cpu"]
@@ -84,6 +85,8 @@ class RolloutWriter:
         storage: the allocated TensorDict.
         time_dim: where time is among its batch dims.
         steps: ``T``.
+        layout: the storage's :class:`rl_profiling.layout.BatchLayout`, the one
+            description of a batch that the packed transports read too.
 
     Raises:
         ValueError: ``time_dim`` is out of range.
@@ -103,6 +106,8 @@ class RolloutWriter:
         ...         dst[t] = src
         >>> writer.storage["obs"][0, :, 0]
         tensor([1., 2., 3., 4.])
+        >>> writer.layout.batch_size, writer.layout.time_dim, writer.layout.shapes
+        ((2, 4), 1, ((3,),))
     """
 
     def __init__(
@@ -120,6 +125,7 @@ class RolloutWriter:
                 f"template's batch dims), received time_dim={time_dim}"
             )
         self.time_dim, self.steps = time_dim, steps
+        self._layout: BatchLayout | None = None
 
         def alloc(x: torch.Tensor) -> torch.Tensor:
             shape = (*x.shape[:time_dim], steps, *x.shape[time_dim:])
@@ -136,6 +142,15 @@ class RolloutWriter:
             self.storage = template.apply(alloc, batch_size=batch)
         else:
             self.storage = template.apply(alloc, batch_size=batch, device=device)
+
+    @property
+    def layout(self) -> BatchLayout:
+        """The storage's layout, the one description of a batch
+        (:class:`rl_profiling.layout.BatchLayout`: batch size with time at ``time_dim``,
+        keys, dtypes, event shapes), read off the storage once."""
+        if self._layout is None:
+            self._layout = BatchLayout.of(self.storage, time_dim=self.time_dim)
+        return self._layout
 
     @staticmethod
     def copy_pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:

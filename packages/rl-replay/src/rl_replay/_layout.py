@@ -12,15 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from rl_profiling.layout import BatchLayout, key_str
 from tensordict import TensorDict, TensorDictBase
 
 from rl_replay.exceptions import StorageLayoutError
 
 __all__ = ["Layout", "batch_rows"]
-
-
-def _key_str(key: Any) -> str:
-    return ".".join(key) if isinstance(key, tuple) else str(key)
 
 
 def batch_rows(data: Any, ndim: int) -> tuple[int, ...]:
@@ -59,21 +56,15 @@ class Layout:
 
     @classmethod
     def of(cls, data: Any, ndim: int) -> Layout:
-        """Layout of ``data`` whose first ``ndim`` dims are batch dims."""
+        """Layout of ``data`` whose first ``ndim`` dims are batch dims: the one description
+        of a batch (:meth:`rl_profiling.layout.BatchLayout.of`), a root key as its string."""
         if isinstance(data, TensorDictBase):
-            keys = tuple(sorted(data.keys(True, True), key=_key_str))
-            leaves = [data.get(k) for k in keys]
-            for k, v in zip(keys, leaves, strict=False):
-                if not isinstance(v, torch.Tensor):
-                    raise StorageLayoutError(
-                        f"data[{_key_str(k)!r}]: expected a Tensor leaf, got {type(v).__name__}"
-                    )
-            return cls(
-                keys,
-                tuple(v.dtype for v in leaves),
-                tuple(tuple(v.shape[ndim:]) for v in leaves),
-                True,
-            )
+            try:
+                desc = BatchLayout.of(data, ndim)
+            except TypeError as err:
+                raise StorageLayoutError(str(err)) from err
+            keys = tuple(k[0] if len(k) == 1 else k for k in desc.keys)
+            return cls(keys, desc.dtypes, desc.shapes, True)
         if isinstance(data, torch.Tensor):
             return cls((None,), (data.dtype,), (tuple(data.shape[ndim:]),), False)
         raise StorageLayoutError(
@@ -99,15 +90,15 @@ class Layout:
                 f"data: expected a {kind} like the stored data, got {type(data).__name__}"
             )
         if other.keys != self.keys:
-            missing = sorted(map(_key_str, set(self.keys) - set(other.keys)))
-            extra = sorted(map(_key_str, set(other.keys) - set(self.keys)))
+            missing = sorted(map(key_str, set(self.keys) - set(other.keys)))
+            extra = sorted(map(key_str, set(other.keys) - set(self.keys)))
             raise StorageLayoutError(
                 f"data: keys differ from the stored keys; missing {missing}, unexpected {extra}"
             )
         for k, dt, shp, odt, oshp in zip(
             self.keys, self.dtypes, self.shapes, other.dtypes, other.shapes, strict=False
         ):
-            name = "data" if k is None else f"data[{_key_str(k)!r}]"
+            name = "data" if k is None else f"data[{key_str(k)!r}]"
             if oshp != shp:
                 raise StorageLayoutError(
                     f"{name}: expected per-row shape {list(shp)}, got {list(oshp)}"
