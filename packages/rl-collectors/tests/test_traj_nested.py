@@ -1,6 +1,7 @@
 """``split_trajectories(..., as_nested=True)``, TorchRL's unpadded form (issue 38): each
-leaf a nested tensor of the trajectories, batch size ``[num_trajs, -1]``; the same steps as
-the padded form's masked rows, trajectory by trajectory."""
+leaf a nested tensor of the trajectories; the same steps as
+the padded form's masked rows, trajectory by trajectory; batch size ``[num_trajs]`` (TorchRL's
+``[num_trajs, -1]`` needs a private tensordict call)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def _batch(done: list[list[bool]]) -> TensorDict:
 
 def _check_same_steps(nested: TensorDict, padded: TensorDict) -> None:
     mask = padded["collector", "mask"]
-    assert nested.batch_size == (padded.batch_size[0], -1) and ("collector", "mask") not in (
+    assert nested.batch_size == padded.batch_size[:1] and ("collector", "mask") not in (
         nested.keys(True, True))
     for i in range(padded.batch_size[0]):
         n = int(mask[i].sum())

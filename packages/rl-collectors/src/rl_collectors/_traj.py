@@ -104,14 +104,14 @@ def split_trajectories(
         td: a collected batch, time on the last batch dim.
         as_nested: TorchRL's option: no padding, each leaf a nested tensor of the
             trajectories (``out[i]`` is trajectory ``i``, its own length), batch size
-            ``[num_trajs, -1]``, no mask. ``True`` builds ``torch.jagged`` nested tensors
-            (torch's public constructor; TorchRL builds strided ones through a private
-            torch function), a ``torch.layout`` picks the layout. As in TorchRL, a batch
-            whose rows are single whole-row trajectories comes back padded (nothing to
-            pad) with its mask.
+            ``[num_trajs]`` (TorchRL's reads ``[num_trajs, -1]``), no mask. ``True``
+            builds ``torch.jagged`` nested tensors (torch's public constructor; TorchRL
+            builds strided ones through a private torch function), a ``torch.layout``
+            picks the layout. As in TorchRL, a batch whose rows are single whole-row
+            trajectories comes back padded (nothing to pad) with its mask.
 
     Returns:
-        A new TensorDict of batch size ``[num_trajs, max_len]`` (``[num_trajs, -1]``
+        A new TensorDict of batch size ``[num_trajs, max_len]`` (``[num_trajs]``
         nested).
 
     Raises:
@@ -179,6 +179,6 @@ def _nested(flat: TensorDictBase, lengths: torch.Tensor, layout: torch.layout) -
         def nest(x: torch.Tensor) -> torch.Tensor:
             return torch.nested.as_nested_tensor(list(x.split(sizes)), layout=layout)
 
-    # tensordict checks a leaf's leading dims against the batch size, which a ragged dim
-    # (-1) cannot pass; _fast_apply skips that check (as TorchRL's nested path does)
-    return flat._fast_apply(nest, batch_size=[len(lengths), -1])
+    # the ragged time dim stays out of the batch size: tensordict's public constructors
+    # refuse a -1 there (TorchRL gets [num, -1] through a private, unchecked call)
+    return flat.apply(nest, batch_size=[len(lengths)])
