@@ -22,7 +22,10 @@
    is the envs' own rate (8 / mean step time); the server's mean batch size; and
    ``compile_policy=True`` (inductor) on vs off.
 
-Run: ``uv run --no-sync python benchmarks/bench_collectors.py``.
+Run: ``uv run --no-sync python benchmarks/bench_collectors.py``. With ``--floor``, only
+row 1's floor (:func:`bench_floor`): the plain loop that also stores what a batch holds
+into tensors preallocated ``[T, N]``, as a CleanRL loop does, beside the plain loop and
+the collector (wall clock, interleaved).
 """
 
 from __future__ import annotations
@@ -117,6 +120,66 @@ def _plain_timed(
         return frames / (time.process_time() - cpu), frames / (time.perf_counter() - wall)
 
     return timed
+
+
+def _plain_storing_timed(env: gym.vector.VectorEnv, steps: int,
+                         per_batch: int) -> Callable[[], tuple[float, float]]:
+    """The plain loop writing what a batch holds into tensors preallocated ``[T, N]`` (a
+    CleanRL loop's buffers: observation, action, reward, the three flags, the next
+    observation), ``per_batch`` steps a batch: the collector's work without its machinery."""
+    n, dim = env.num_envs, env.single_observation_space.shape[0]
+    bufs = {k: torch.zeros(per_batch, n, *shape, dtype=dt) for k, shape, dt in (
+        ("obs", (dim,), torch.float32), ("next_obs", (dim,), torch.float32),
+        ("action", (), torch.int64), ("reward", (), torch.float32),
+        ("terminated", (), torch.bool), ("truncated", (), torch.bool),
+        ("done", (), torch.bool))}
+
+    def timed() -> tuple[float, float]:
+        obs, _ = env.reset()
+        sample, step = env.action_space.sample, env.step
+        wall, cpu = time.perf_counter(), time.process_time()
+        for i in range(steps):
+            t = i % per_batch
+            bufs["obs"][t] = torch.from_numpy(obs)
+            action = sample()
+            bufs["action"][t] = torch.from_numpy(action)
+            obs, reward, term, trunc, _ = step(action)
+            bufs["next_obs"][t] = torch.from_numpy(obs)
+            bufs["reward"][t] = torch.from_numpy(reward)
+            bufs["terminated"][t] = torch.from_numpy(term)
+            bufs["truncated"][t] = torch.from_numpy(trunc)
+            bufs["done"][t] = bufs["terminated"][t] | bufs["truncated"][t]
+        frames = steps * n
+        return frames / (time.process_time() - cpu), frames / (time.perf_counter() - wall)
+
+    return timed
+
+
+def bench_floor(steps: int = 1000) -> list[dict]:
+    """Random policy, CartPole x8: the plain loop, the same loop storing into preallocated
+    ``[T, N]`` tensors (issue 42's floor), and ``Collector``, interleaved; not in
+    :func:`run` (``--floor``)."""
+    from rl_collectors import Collector
+    from rl_envs import GymEnv
+
+    plain = gym.make_vec("CartPole-v1", num_envs=8, vectorization_mode="sync",
+                         vector_kwargs=SAME_STEP)
+    plain.reset(seed=0)
+    env = GymEnv("CartPole-v1", num_envs=8, vectorization_mode="sync",
+                 categorical_action_encoding=True)
+    per_batch = min(steps, 200)
+    collector = Collector(env, None, frames_per_batch=8 * per_batch, total_frames=-1)
+    try:
+        storing = _plain_storing_timed(plain, steps, per_batch)
+        vs_plain = _paired_ratio(_plain_timed(plain, steps, None), storing)[1]
+        ours = _paired_ratio(storing, _collector_timed(collector, steps // per_batch))[1]
+    finally:
+        collector.shutdown()
+        plain.close()
+    return [_row("Plain loop storing [T, N], random x8: storing/plain loop, wall clock",
+                 vs_plain[1], vs_plain[2], ratio=vs_plain[0]),
+            _row("Collector random x8: ours/plain loop storing [T, N], wall clock",
+                 ours[1], ours[2], ratio=ours[0])]
 
 
 def _collector_timed(collector: Any, batches: int) -> Callable[[], tuple[float, float]]:
@@ -366,7 +429,7 @@ def run() -> list[dict]:
 
 if __name__ == "__main__":
     print(f"{'figure':<84} {'value':>12} {'limit':>12} {'ratio':>7}")
-    for row in run():
+    for row in (bench_floor() if "--floor" in sys.argv[1:] else run()):
         print(
             f"{row['figure']:<84} {row['value']:>12.0f} {row['limit']:>12.0f} {row['ratio']:>7.2f}"
         )
