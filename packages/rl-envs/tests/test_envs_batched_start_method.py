@@ -30,10 +30,14 @@ SPAWN_TWICE = """
 import functools
 import multiprocessing
 from rl_envs import GymEnv, ParallelEnv
+from rl_envs.processes import start_process
 
 if __name__ == "__main__":
+    other = multiprocessing.get_context("spawn").Process(target=print)  # as a collector's
+    start_process(other)
+    other.join(60)
     kinds = set()
-    for _ in range(2):  # the first start must not turn the second into a fork
+    for _ in range(2):  # an earlier spawn must not turn the next start into a fork
         with ParallelEnv(1, functools.partial(GymEnv, "CartPole-v1")) as env:
             kinds |= {type(p).__name__ for p in multiprocessing.active_children()}
     assert multiprocessing.get_start_method(allow_none=True) is None

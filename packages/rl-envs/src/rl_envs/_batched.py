@@ -385,15 +385,7 @@ class ParallelEnv(_BatchedEnv):
 
 
 def _start_workers(pool: WorkerPool, fns: list, kwargs: list[dict], num_sub_threads: int) -> None:
-    """Start ``pool``'s workers with the program's start method, else ``"spawn"``.
-
-    Starting a spawned process makes ``multiprocessing`` fix the program's start method to
-    the platform's default (``"fork"`` on Linux); when the program had set none, that is
-    undone, so the next ``ParallelEnv`` still spawns.
-    """
+    """Start ``pool``'s workers with the program's start method, else ``"spawn"`` (a spawn
+    started here or by a collector leaves none set: ``rl_envs.processes.start_process``)."""
     chosen = multiprocessing.get_start_method(allow_none=True)
-    try:
-        pool.start(multiprocessing.get_context(chosen or "spawn"), fns, kwargs, num_sub_threads)
-    finally:
-        if chosen is None:
-            multiprocessing.set_start_method(None, force=True)
+    pool.start(multiprocessing.get_context(chosen or "spawn"), fns, kwargs, num_sub_threads)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import multiprocessing
 import os
 import pickle
 import sys
@@ -334,17 +335,25 @@ def start_process(process: Any) -> None:
     it dies before running its target. Our workers never need the parent's main module
     (what it defines is sent by value), so a ``__file__`` that names no file is hidden
     while the process starts, then put back.
+
+    Starting a spawned process also makes ``multiprocessing`` fix the program's start
+    method to the platform's default (``"fork"`` on Linux); when the program had set none,
+    that is undone, so code that follows the program's choice (``ParallelEnv``, TorchRL's
+    rule) still finds none.
     """
+    chosen = multiprocessing.get_start_method(allow_none=True)
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    if path is None or os.path.exists(path):
-        process.start()
-        return
-    del main.__file__
+    hide = path is not None and not os.path.exists(path)
+    if hide:
+        del main.__file__
     try:
         process.start()
     finally:
-        main.__file__ = path
+        if hide:
+            main.__file__ = path
+        if chosen is None:
+            multiprocessing.set_start_method(None, force=True)
 
 
 def stop_processes(processes: list[Any], timeout: float = 5.0) -> None:
