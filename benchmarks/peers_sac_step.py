@@ -1,0 +1,115 @@
+"""SAC's gradient step, ours against Stable-Baselines3's, in one process, interleaved.
+
+The peer race (``compare_peers.py --tasks sac-pendulum``) times whole runs, one process a
+side: collection, replay and logging included, and on a loaded machine each side meets
+another load. This script isolates the learner: ours is ``examples/sac_pendulum.py``'s
+update step (``make_update_step`` over its ``SACLoss``, ``SoftUpdate`` and Adam, a fresh
+``buffer.sample()`` per step), SB3's is ``SAC.train`` (``peers_sb3.sac``: the same
+example's settings), both after the example's random frames, one torch thread. Blocks of
+``--calls`` steps alternate side and order for ``--rounds`` rounds; printed as one JSON
+line: the median microseconds a step of each side, their ratio (ours / SB3: below 1 is
+ours faster), every round's figure and the load.
+
+    uv run --group peers python benchmarks/peers_sac_step.py [--rounds 8] [--calls 60]
+        [--clock cpu|wall] [--hidden 128]
+
+``--clock cpu`` (the default) counts this thread's CPU time, which other processes on a
+loaded machine do not add to (cache contention still shows); record idle with ``wall``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
+import peers_sb3  # noqa: E402
+import sac_pendulum  # noqa: E402
+from rl_collectors import Collector  # noqa: E402
+from rl_objectives import make_update_step  # noqa: E402
+from rl_replay import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer  # noqa: E402
+
+
+def ours_step(cfg: sac_pendulum.Config):
+    """The example's update step and a buffer holding its random frames."""
+    env = sac_pendulum.make_env(cfg)
+    actor, qvalue = sac_pendulum.make_agent(env, cfg)
+    loss_fn, target_updater = sac_pendulum.make_loss(actor, qvalue, env, cfg)
+    optim = sac_pendulum.make_optimizer(loss_fn, cfg)
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size),
+                                    sampler=RandomSampler(), batch_size=cfg.batch_size)
+    collector = Collector(env, actor, frames_per_batch=cfg.num_envs,
+                          total_frames=cfg.learning_starts,
+                          init_random_frames=cfg.learning_starts)
+    for batch in collector:
+        buffer.extend(batch.reshape(-1))
+    collector.shutdown()
+    update = make_update_step(loss_fn, optim, target_updater=target_updater)
+
+    def steps(n: int) -> None:
+        for _ in range(n):
+            update(buffer.sample())
+
+    return steps
+
+
+def sb3_step(cfg: sac_pendulum.Config):
+    """SB3's ``SAC.train`` after the same random frames (its own buffer)."""
+    model, _ = peers_sb3.sac(cfg.seed, dataclasses.asdict(cfg))
+    model.learn(total_timesteps=cfg.learning_starts + cfg.num_envs)
+
+    def steps(n: int) -> None:
+        model.train(gradient_steps=n, batch_size=cfg.batch_size)
+
+    return steps
+
+
+def measure(sides: dict, rounds: int, calls: int, clock) -> dict[str, list[float]]:
+    """Microseconds a step, per round and side; the order alternates each round."""
+    for steps in sides.values():
+        steps(calls // 2)  # warm-up: first calls, Adam state, caches
+    out: dict[str, list[float]] = {name: [] for name in sides}
+    names = list(sides)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            start = clock()
+            sides[name](calls)
+            out[name].append((clock() - start) / calls * 1e6)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=60)
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    parser.add_argument("--hidden", type=int, default=sac_pendulum.Config.hidden)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.distributions.Distribution.set_default_validate_args(False)  # as the example
+    cfg = sac_pendulum.Config(hidden=args.hidden)
+    torch.manual_seed(cfg.seed)
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    load = os.getloadavg()[0]
+    rows = measure({"ours": ours_step(cfg), "sb3": sb3_step(cfg)}, args.rounds, args.calls,
+                   clock)
+    median = {name: round(statistics.median(v)) for name, v in rows.items()}
+    print(json.dumps({
+        "task": "sac-pendulum update step", "clock": args.clock, "hidden": args.hidden,
+        "median_us": median, "ours/sb3": round(median["ours"] / median["sb3"], 3),
+        "rounds_us": {name: [round(x) for x in v] for name, v in rows.items()},
+        "load_start": round(load, 2), "load_end": round(os.getloadavg()[0], 2),
+    }))
+
+
+if __name__ == "__main__":
+    main()
