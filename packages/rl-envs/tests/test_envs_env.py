@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from rl_envs import EnvClosedError, InvalidActionError, RandomPolicy
+from rl_envs import EnvClosedError, GymEnv, InvalidActionError, RandomPolicy
 from rl_envs._env import ACTION_CHECK_STEPS
 from tensordict import TensorDict
 
@@ -214,3 +214,17 @@ def test_env_must_implement_a_pair():
 
     with pytest.raises(TypeError, match="must implement"):
         Empty()
+
+
+def test_step_on_a_done_unbatched_env_says_reset_without_indices():
+    env = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    env.set_seed(0)
+    td = env.reset()
+    while True:
+        td = env.step(td.set("action", torch.tensor(0)))
+        if td["next", "done"].item():
+            break
+        td = td["next"].exclude("reward").clone()
+    with pytest.raises(RuntimeError, match=r"GymEnv: the env is done; call reset\(\)"):
+        env.step(td["next"].exclude("reward").clone().set("action", torch.tensor(0)))
+    env.close()

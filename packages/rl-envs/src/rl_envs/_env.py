@@ -253,15 +253,19 @@ class EnvBase(EnvSpecSurface):
         """
         self._pre_step()
         if self._pending is not None and self._pending.any():
-            idx = self._pending.nonzero().squeeze(-1).tolist()
-            raise RuntimeError(
-                f"{type(self).__name__}: sub-envs {idx} are done; reset them with "
-                "reset(td) where td['_reset'] marks them, or use step_and_maybe_reset"
-            )
+            raise RuntimeError(f"{type(self).__name__}: {self._done_message()}")
         nxt, _ = self.fast_step(self._action_from(tensordict))
         self._pending = nxt.get(DONE).reshape(self.batch_size).clone()
         set_next(tensordict, nxt.clone())
         return tensordict
+
+    def _done_message(self) -> str:
+        """Which finished sub-envs a ``step`` refuses, and how to reset them."""
+        if not self.batch_size:  # one unbatched simulator: no sub-env indices to name
+            return "the env is done; call reset() before step(), or use step_and_maybe_reset"
+        idx = self._pending.nonzero().squeeze(-1).tolist()
+        return (f"sub-envs {idx} are done; reset them with reset(td) where td['_reset'] "
+                "marks them, or use step_and_maybe_reset")
 
     @profiled("EnvBase.step_and_maybe_reset")
     def step_and_maybe_reset(
