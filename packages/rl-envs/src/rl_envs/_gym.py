@@ -50,6 +50,27 @@ def _np(t: torch.Tensor) -> Any:
     return (t.detach() if t.requires_grad else t).numpy()
 
 
+def _check_args(env: Any, frame_skip: Any, unbatched: bool, device: Any) -> None:
+    """``GymWrapper``'s checks of its vector env and arguments, each naming what it got."""
+    if not isinstance(frame_skip, int) or frame_skip < 1:
+        raise ValueError(f"GymWrapper: frame_skip must be an int >= 1, received {frame_skip!r}")
+    batch = getattr(env.unwrapped, "batch_size", env.num_envs)
+    if batch != env.num_envs:
+        raise ValueError(
+            f"GymWrapper: the vector env must return every sub-env at each step "
+            f"(batch_size == num_envs == {env.num_envs}), received batch_size={batch}"
+        )
+    if unbatched and env.num_envs != 1:
+        raise ValueError(
+            "GymWrapper: unbatched=True (batch []) needs a vector env of one sub-env, "
+            f"received num_envs={env.num_envs}"
+        )
+    if device is not None and torch.device(device).type != "cpu":
+        raise ValueError(
+            f"GymWrapper: device must be 'cpu' (gymnasium returns numpy), received {device!r}"
+        )
+
+
 class GymWrapper(EnvBase):
     """Wrap a gymnasium vector env (sync, async or numpy-vectorised) or a single env.
 
@@ -135,23 +156,7 @@ class GymWrapper(EnvBase):
                 "GymWrapper: env must be a gymnasium Env or VectorEnv, "
                 f"received {type(env).__name__}"
             )
-        if not isinstance(frame_skip, int) or frame_skip < 1:
-            raise ValueError(f"GymWrapper: frame_skip must be an int >= 1, received {frame_skip!r}")
-        batch = getattr(env.unwrapped, "batch_size", env.num_envs)
-        if batch != env.num_envs:
-            raise ValueError(
-                f"GymWrapper: the vector env must return every sub-env at each step "
-                f"(batch_size == num_envs == {env.num_envs}), received batch_size={batch}"
-            )
-        if unbatched and env.num_envs != 1:
-            raise ValueError(
-                "GymWrapper: unbatched=True (batch []) needs a vector env of one sub-env, "
-                f"received num_envs={env.num_envs}"
-            )
-        if device is not None and torch.device(device).type != "cpu":
-            raise ValueError(
-                f"GymWrapper: device must be 'cpu' (gymnasium returns numpy), received {device!r}"
-            )
+        _check_args(env, frame_skip, unbatched, device)
         super().__init__(batch_size=() if unbatched else (env.num_envs,), device=device)
         self._env = env
         self._lead: Any = _add_env_dim if unbatched else _same
