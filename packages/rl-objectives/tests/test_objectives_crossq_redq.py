@@ -200,8 +200,12 @@ with torch.profiler.profile() as prof:
     DistributionalDQNLoss(dc._c51_net())(b)
     CrossQLoss(cr._actor(), cr._critic())(cr._batch())
     REDQLoss(cr._actor(), cr._critic(cr.LinQ), num_qvalue_nets=3)(cr._batch())
+    t3 = TD3Loss(td3._actor(), td3._critic(), bounds=(-1, 1))
+    t3.value_loss(td3._batch()), t3.actor_loss(td3._batch())
+    cq = CrossQLoss(cr._actor(), cr._critic())
+    cq.qvalue_loss(cr._batch()), cq.alpha_loss(cq.actor_loss(cr._batch())[1]["log_prob"])
 names = [e.name for e in prof.events()]
-print(json.dumps({n: names.count(n) for n in set(names) if n.endswith(".forward")}))
+print(json.dumps({n: names.count(n) for n in set(names) if "Loss." in n}))
 """
 
 
@@ -216,3 +220,8 @@ def test_each_new_loss_records_its_named_range_when_armed():
                  "CrossQLoss", "REDQLoss"):
         assert counts.get(f"{name}.forward") == 1, (name, counts)
     assert "SACLoss.forward" not in counts  # the subclasses are named after themselves
+    # TorchRL's per-part methods: their own ranges (TD3's and DDPG's nested in forward)
+    parts = {"TD3Loss.value_loss": 2, "TD3Loss.actor_loss": 2, "DDPGLoss.loss_value": 1,
+             "DDPGLoss.loss_actor": 1, "CrossQLoss.qvalue_loss": 1, "CrossQLoss.actor_loss": 1,
+             "CrossQLoss.alpha_loss": 1}
+    assert {name: counts.get(name) for name in parts} == parts, counts

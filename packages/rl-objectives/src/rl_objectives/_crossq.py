@@ -6,13 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from rl_objectives._ensemble import vmap_call
 from rl_objectives._loss_base import distance_loss
-from rl_objectives._one_step import check_reduction, reduce, reward_terminated
+from rl_objectives._one_step import (
+    LossAndMetadata,
+    check_reduction,
+    reduce,
+    reward_terminated,
+)
 from rl_objectives._sac import SACLoss
 from rl_objectives.value._td import td0_return_estimate
 
@@ -137,37 +142,47 @@ class CrossQLoss(SACLoss):
             for m, mode in zip(template.modules(), modes, strict=True):
                 m.training = mode
 
-    def forward(self, tensordict: TensorDictBase) -> TensorDict:
-        """Compute the loss terms and write ``td_error`` into ``tensordict``.
-
-        Args:
-            tensordict: ``[*B]`` with the observation, ``action`` and ``"next"``
-                (observation, ``reward``, ``done``, ``terminated``).
-
-        Returns:
-            ``loss_actor``, ``loss_qvalue``, ``loss_alpha``, ``alpha`` and ``entropy``.
-
-        Raises:
-            MissingKeyError: a needed key is absent.
-        """
-        keys, alpha, td = self.tensor_keys, self.alpha, tensordict.copy()
-        action = self._get(td, keys.action)
-        if self._target_entropy is None:
-            self._target_entropy = -float(action.shape[td.batch_dims:].numel())
+    def _qvalue_terms(self, td: TensorDictBase, alpha: torch.Tensor):
+        """Per-sample ``sum_i d(Q_i(s, a), y)`` and ``max_i |Q_i - y|`` from the joint pass."""
         nxt, reward, terminated = reward_terminated(self, td)
         with torch.no_grad():
             next_action, next_log_prob = self._sample(self.actor_network, nxt)
         pred, next_q = self._joint_qvalues(td, nxt, next_action)
         next_value = next_q.detach().amin(0) - alpha * next_log_prob
         target = td0_return_estimate(self.gamma, next_value, reward, terminated)
-        tensordict.set(keys.priority, (pred.detach() - target).abs().amax(0))
-        loss_qvalue = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
-        new_action, log_prob = self._sample(self.actor_network, td)
-        loss_actor = alpha * log_prob - self._actor_qvalue(td, new_action)
-        loss_alpha = -self.log_alpha * (log_prob.detach() + self._target_entropy)
-        return TensorDict({
-            "loss_actor": reduce(loss_actor, self.reduction),
-            "loss_qvalue": reduce(loss_qvalue, self.reduction),
-            "loss_alpha": reduce(loss_alpha, self.reduction),
-            "alpha": alpha, "entropy": -log_prob.detach().mean(),
-        }, batch_size=[])
+        loss = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
+        return loss, (pred.detach() - target).abs().amax(0)
+
+    def qvalue_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The critics' loss alone (TorchRL's ``CrossQLoss.qvalue_loss``): ``loss_qvalue``.
+
+        Call it before :meth:`actor_loss` (TorchRL's order: this pass updates the batch
+        renormalisation statistics the actor loss then reads). The input is not written to.
+
+        Args:
+            tensordict: as :meth:`forward`'s.
+
+        Returns:
+            ``(loss_qvalue, {"td_error": max_i |Q_i - y|})``, the error detached, ``[*B]``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
+        loss, td_error = self._qvalue_terms(tensordict.copy(), self.alpha)
+        return reduce(loss, self.reduction), {"td_error": td_error}
+
+    def alpha_loss(self, log_prob: torch.Tensor,
+                   tensordict: TensorDictBase | None = None) -> torch.Tensor:
+        """``-log(alpha) (log_prob + target_entropy)``, reduced (TorchRL's ``alpha_loss``).
+
+        Args:
+            log_prob: ``metadata["log_prob"]`` of :meth:`actor_loss`.
+            tensordict: accepted for TorchRL compatibility (unused).
+
+        Returns:
+            The loss, reduced with ``reduction`` (TorchRL's ``CrossQLoss`` reduces it).
+
+        Raises:
+            RuntimeError: ``target_entropy="auto"`` still unknown.
+        """
+        return reduce(self._alpha_terms(log_prob), self.reduction)

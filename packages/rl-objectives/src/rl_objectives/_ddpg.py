@@ -12,6 +12,7 @@ from tensordict.utils import NestedKey
 from rl_objectives import _keys
 from rl_objectives._loss_base import LossModule, distance_loss
 from rl_objectives._one_step import (
+    LossAndMetadata,
     OneStepTarget,
     act,
     check_module,
@@ -119,6 +120,8 @@ class DDPGLoss(OneStepTarget, LossModule):
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """Compute ``loss_actor`` and ``loss_value``; write ``td_error`` into the input.
 
+        :meth:`loss_value` then :meth:`loss_actor`.
+
         Args:
             tensordict: ``[*B]`` with the observation, ``action`` and ``"next"``
                 (observation, ``reward``, ``done``, ``terminated``).
@@ -130,6 +133,28 @@ class DDPGLoss(OneStepTarget, LossModule):
         Raises:
             MissingKeyError: a needed key is absent.
         """
+        loss_value, meta = self.loss_value(tensordict)
+        loss_actor, _ = self.loss_actor(tensordict)
+        return TensorDict({
+            "loss_actor": loss_actor, "loss_value": loss_value,
+            "pred_value": meta["pred_value"].mean(), "target_value": meta["target_value"].mean(),
+            "pred_value_max": meta["pred_value_max"],
+            "target_value_max": meta["target_value_max"],
+        }, batch_size=[])
+
+    def loss_value(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The critic's loss alone (TorchRL's ``DDPGLoss.loss_value``); writes ``td_error``.
+
+        Args:
+            tensordict: as :meth:`forward`'s; ``|Q - y|`` is written under the priority key.
+
+        Returns:
+            ``(loss_value, metadata)``: detached ``td_error`` (``|Q - y|``), ``pred_value``,
+            ``target_value`` (``[*B]``), ``pred_value_max``, ``target_value_max``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
         nxt, reward, terminated = reward_terminated(self, tensordict)
         with torch.no_grad():
             actor = self.target_actor_network if self.delay_actor else self.actor_network
@@ -137,15 +162,31 @@ class DDPGLoss(OneStepTarget, LossModule):
             next_value = self._value(critic, nxt, act(actor, nxt))
             target = td0_return_estimate(self.gamma, next_value, reward, terminated)
         pred = self._value(self.value_network, tensordict)
-        tensordict.set(self.tensor_keys.priority, (pred - target).detach().abs())
-        loss_value = distance_loss(pred, target, self.loss_function)
+        td_error = (pred - target).detach().abs()
+        tensordict.set(self.tensor_keys.priority, td_error)
+        loss = distance_loss(pred, target, self.loss_function)
+        detached = pred.detach()
+        return reduce(loss, self.reduction), {
+            "td_error": td_error, "pred_value": detached, "target_value": target,
+            "pred_value_max": detached.max(), "target_value_max": target.max(),
+        }
+
+    def loss_actor(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The actor's loss alone (TorchRL's ``DDPGLoss.loss_actor``): ``-Q(s, mu(s))``.
+
+        The critic's parameters are detached: its gradient reaches the actor only.
+
+        Args:
+            tensordict: ``[*B]`` with the actor's and critic's inputs.
+
+        Returns:
+            ``(loss_actor, {})``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
         actor_out = act(self.actor_network, tensordict)
         params = TensorDict.from_module(self.value_network).detach()
         with params.to_module(self.value_network):
             q_actor = self._value(self.value_network, tensordict, actor_out)
-        return TensorDict({
-            "loss_actor": reduce(-q_actor, self.reduction),
-            "loss_value": reduce(loss_value, self.reduction),
-            "pred_value": pred.detach().mean(), "target_value": target.mean(),
-            "pred_value_max": pred.detach().max(), "target_value_max": target.max(),
-        }, batch_size=[])
+        return reduce(-q_actor, self.reduction), {}

@@ -26,6 +26,10 @@ class ValueEstimators(enum.Enum):
     GAE = "GAE"
 
 
+#: TorchRL's public per-part loss methods; each gets a range ``"<Loss>.<method>"``.
+_PART_METHODS = ("actor_loss", "qvalue_loss", "qvalue_v2_loss", "value_loss", "alpha_loss",
+                 "loss_actor", "loss_value")
+
 _ESTIMATORS = {
     ValueEstimators.TD0: TD0Estimator,
     ValueEstimators.TD1: TD1Estimator,
@@ -69,7 +73,8 @@ class LossModule(KeyedModule, nn.Module):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        profiled_methods(cls, "forward")  # a range named after each loss: "ClipPPOLoss.forward"
+        # a range named after each loss: "ClipPPOLoss.forward", "TD3Loss.actor_loss", ...
+        profiled_methods(cls, "forward", *_PART_METHODS)
 
     def __init__(self) -> None:
         super().__init__()

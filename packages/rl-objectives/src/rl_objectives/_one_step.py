@@ -14,6 +14,7 @@ from rl_objectives import _keys
 from rl_objectives._loss_base import ValueEstimators
 
 __all__ = [
+    "LossAndMetadata",
     "OneStepTarget",
     "apply_torchrl_options",
     "act",
@@ -24,6 +25,10 @@ __all__ = [
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
+
+#: What TorchRL's per-part loss methods (``actor_loss``, ``qvalue_loss``, ...) return: the
+#: loss term and a dict of detached diagnostics.
+LossAndMetadata = tuple[torch.Tensor, dict[str, torch.Tensor]]
 
 
 def check_reduction(reduction: str | None) -> str:
@@ -57,10 +62,15 @@ def act(actor: TensorDictModuleBase, tensordict: TensorDictBase) -> TensorDictBa
     return actor(tensordict.select(*actor.in_keys, strict=False))
 
 
-def check_module(name: str, net: Any) -> None:
-    """A tensordict module, or a ``TypeError`` naming the argument."""
+def check_module(name: str, net: Any, *, probabilistic: bool = False) -> None:
+    """A tensordict module (with ``get_dist`` if ``probabilistic``), or a ``TypeError``."""
     if not isinstance(net, TensorDictModuleBase):
         raise TypeError(f"{name} must be a tensordict.nn module, got {type(net).__name__}")
+    if probabilistic and not hasattr(net, "get_dist"):
+        raise TypeError(
+            f"{name} must be probabilistic (have get_dist(tensordict), e.g. a "
+            f"ProbabilisticTensorDictSequential), got {type(net).__name__}"
+        )
 
 
 def apply_torchrl_options(loss: Any, options: dict[str, Any],

@@ -15,20 +15,11 @@ from torch import nn
 from rl_objectives import _keys
 from rl_objectives._ensemble import StackedCritics, stack_copies
 from rl_objectives._loss_base import LossModule, ValueEstimators, distance_loss
+from rl_objectives._one_step import LossAndMetadata, OneStepTarget, check_module, reduce
 from rl_objectives._tensor_keys import StepKeys
 from rl_objectives.value._td import td0_return_estimate
 
 __all__ = ["SACLoss"]
-
-
-def _check_module(name: str, net: Any, *, probabilistic: bool = False) -> None:
-    if not isinstance(net, TensorDictModuleBase):
-        raise TypeError(f"{name} must be a tensordict.nn module, got {type(net).__name__}")
-    if probabilistic and not hasattr(net, "get_dist"):
-        raise TypeError(
-            f"{name} must be probabilistic (have get_dist(tensordict), e.g. a "
-            f"ProbabilisticTensorDictSequential), got {type(net).__name__}"
-        )
 
 
 def _check_alpha(alpha_init: float, min_alpha: float | None, max_alpha: float | None) -> None:
@@ -41,7 +32,7 @@ def _check_alpha(alpha_init: float, min_alpha: float | None, max_alpha: float | 
         raise ValueError(f"min_alpha must be <= max_alpha, got {min_alpha} > {max_alpha}")
 
 
-class SACLoss(StackedCritics, LossModule):
+class SACLoss(StackedCritics, OneStepTarget, LossModule):
     """Soft actor-critic: clipped double-Q critics, a reparameterised actor, learned ``alpha``.
 
     With ``Q_i`` the ``num_qvalue_nets`` critics, ``Q'_i`` their targets, ``a~ ~ pi(.|s)``
@@ -121,6 +112,7 @@ class SACLoss(StackedCritics, LossModule):
     """
 
     default_value_estimator = ValueEstimators.TD0
+    reduction = "mean"  # CrossQLoss and others take it as an argument
 
     @dataclasses.dataclass
     class _AcceptedKeys(StepKeys):
@@ -161,10 +153,10 @@ class SACLoss(StackedCritics, LossModule):
         gamma: float = 0.99,
     ) -> None:
         super().__init__()
-        _check_module("actor_network", actor_network, probabilistic=True)
-        _check_module("qvalue_network", qvalue_network)
+        check_module("actor_network", actor_network, probabilistic=True)
+        check_module("qvalue_network", qvalue_network)
         if value_network is not None:
-            _check_module("value_network", value_network)
+            check_module("value_network", value_network)
         if not isinstance(num_qvalue_nets, int) or num_qvalue_nets < 1:
             raise ValueError(f"num_qvalue_nets must be an int >= 1, got {num_qvalue_nets!r}")
         distance_loss(torch.zeros(1), torch.zeros(1), loss_function)  # validates the name
@@ -222,31 +214,6 @@ class SACLoss(StackedCritics, LossModule):
                 self.log_alpha.clamp_(self.min_log_alpha, self.max_log_alpha)
         return self.log_alpha.detach().exp()
 
-    def make_value_estimator(
-        self, value_type: ValueEstimators | str | None = None, **hyperparams: Any
-    ) -> SACLoss:
-        """Set the discount of the one-step (TD(0)) target, TorchRL style.
-
-        Args:
-            value_type: ``None`` or TD(0); SAC's soft target is one-step only.
-            **hyperparams: ``gamma``.
-
-        Returns:
-            ``self``.
-
-        Raises:
-            NotImplementedError: another estimator than TD(0).
-            ValueError: an unknown hyper-parameter.
-        """
-        if value_type not in (None, ValueEstimators.TD0, "TD0", ValueEstimators.TD0.value):
-            raise NotImplementedError(
-                f"SACLoss builds one-step soft targets only (TD(0)), got {value_type!r}"
-            )
-        if set(hyperparams) - {"gamma"}:
-            raise ValueError(f"SACLoss takes only gamma, got {sorted(hyperparams)}")
-        self.gamma = float(hyperparams.get("gamma", self.gamma))
-        return self
-
     def _sample(self, actor: nn.Module, tensordict: TensorDictBase):
         """``(a~, log pi(a~|s))`` with a reparameterised sample, log-prob per batch element."""
         dist = actor.get_dist(tensordict)
@@ -271,6 +238,9 @@ class SACLoss(StackedCritics, LossModule):
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """Compute the loss terms and write ``td_error`` into ``tensordict``.
 
+        The terms of :meth:`qvalue_v2_loss`, :meth:`actor_loss`, :meth:`alpha_loss` (and
+        :meth:`value_loss` with a value network), in that order, from one shallow copy.
+
         Args:
             tensordict: ``[*B]`` or ``[*B, T]``, with the critics' and actor's inputs,
                 ``action`` and ``"next"`` (observation, ``reward``, ``done``,
@@ -286,28 +256,104 @@ class SACLoss(StackedCritics, LossModule):
         """
         td = tensordict.copy()
         if self._target_entropy is None:
-            action = self._get(td, self.tensor_keys.action)
-            self._target_entropy = -float(math.prod(action.shape[td.batch_dims:]))
+            self._infer_target_entropy(self._get(td, self.tensor_keys.action), td)
         alpha = self.alpha
-        out = self._qvalue_loss(tensordict, td, alpha)
-        action, log_prob = self._sample(self.actor_network, td)
-        q = self._qvalues(td, action, self.qvalue_network_params.detach()).amin(0)
-        out["loss_actor"] = (alpha * log_prob - q).mean()
-        out["loss_alpha"] = -(self.log_alpha * (log_prob.detach() + self._target_entropy)).mean()
-        out["alpha"] = alpha
-        out["entropy"] = -log_prob.detach().mean()
+        loss_qvalue, td_error = self._qvalue_terms(td, alpha)
+        tensordict.set(self.tensor_keys.priority, td_error)
+        loss_actor, log_prob = self._actor_terms(td, alpha)
+        out = {
+            "loss_qvalue": reduce(loss_qvalue, self.reduction),
+            "loss_actor": reduce(loss_actor, self.reduction),
+            "loss_alpha": reduce(self._alpha_terms(log_prob), self.reduction),
+            "alpha": alpha, "entropy": -log_prob.mean(),
+        }
         if self.value_network is not None:
             out["loss_value"] = self._value_loss(td, alpha)
         return TensorDict(out, batch_size=[])
 
-    def _qvalue_loss(self, tensordict: TensorDictBase, td: TensorDictBase,
-                     alpha: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _infer_target_entropy(self, action: torch.Tensor, td: TensorDictBase) -> None:
+        """``"auto"`` without a spec: ``-prod(action shape)``, read from the first batch."""
+        self._target_entropy = -float(math.prod(action.shape[td.batch_dims:]))
+
+    def qvalue_v2_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The critics' loss alone (TorchRL's ``SACLoss.qvalue_v2_loss``): ``loss_qvalue``.
+
+        With a value network the target is ``r + gamma (1 - m) V'(s')`` (SAC v1's), each
+        critic on the whole batch. The input is not written to.
+
+        Args:
+            tensordict: as :meth:`forward`'s.
+
+        Returns:
+            ``(loss_qvalue, {"td_error": max_i |Q_i - y|})``, the error detached, ``[*B]``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
+        loss, td_error = self._qvalue_terms(tensordict.copy(), self.alpha)
+        return reduce(loss, self.reduction), {"td_error": td_error}
+
+    def actor_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The actor's loss alone (TorchRL's ``actor_loss``): ``alpha log pi(a~|s) - min_i Q_i``.
+
+        The critics' parameters and ``alpha`` are detached: its gradient reaches the
+        actor only. Call it before :meth:`alpha_loss`, which takes its ``log_prob``.
+
+        Args:
+            tensordict: ``[*B]`` with the actor's and critics' inputs.
+
+        Returns:
+            ``(loss_actor, {"log_prob": log pi(a~|s)})``, the log-prob detached, ``[*B]``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+            TypeError: the actor's distribution has no ``rsample``.
+        """
+        td = tensordict.copy()
+        loss, log_prob = self._actor_terms(td, self.alpha)
+        return reduce(loss, self.reduction), {"log_prob": log_prob}
+
+    def alpha_loss(self, log_prob: torch.Tensor) -> torch.Tensor:
+        """``-log(alpha) (log_prob + target_entropy)`` per sample (TorchRL's ``alpha_loss``).
+
+        Args:
+            log_prob: ``metadata["log_prob"]`` of :meth:`actor_loss`.
+
+        Returns:
+            The per-sample loss (not reduced, as TorchRL's ``SACLoss.alpha_loss``).
+
+        Raises:
+            RuntimeError: ``target_entropy="auto"`` still unknown (no ``action_spec`` and
+                no batch seen yet).
+        """
+        return self._alpha_terms(log_prob)
+
+    def _alpha_terms(self, log_prob: torch.Tensor) -> torch.Tensor:
+        if self._target_entropy is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.alpha_loss: target_entropy='auto' is not known yet; "
+                "pass action_spec= or call actor_loss (or the loss) on a batch first"
+            )
+        return -self.log_alpha * (log_prob.detach() + self._target_entropy)
+
+    def _actor_terms(self, td: TensorDictBase, alpha: torch.Tensor):
+        """Per-sample ``alpha log pi(a~|s) - min_i Q_i(s, a~)`` and the detached log-prob."""
+        action, log_prob = self._sample(self.actor_network, td)
+        if self._target_entropy is None:
+            self._infer_target_entropy(action, td)
+        return alpha * log_prob - self._actor_qvalue(td, action), log_prob.detach()
+
+    def _actor_qvalue(self, td: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
+        """``min_i Q_i(s, action)`` with the critics' parameters detached."""
+        return self._qvalues(td, action, self.qvalue_network_params.detach()).amin(0)
+
+    def _qvalue_terms(self, td: TensorDictBase, alpha: torch.Tensor):
+        """Per-sample ``sum_i d(Q_i(s, a), y)`` and ``max_i |Q_i - y|`` (detached), ``[*B]``."""
         keys = self.tensor_keys
         target = self._qvalue_target(td, alpha)
         pred = self._qvalues(td, self._get(td, keys.action), self.qvalue_network_params)
-        tensordict.set(keys.priority, (pred.detach() - target).abs().amax(0))
         loss = distance_loss(pred, target.expand_as(pred), self.loss_function)
-        return {"loss_qvalue": loss.sum(0).mean()}
+        return loss.sum(0), (pred.detach() - target).abs().amax(0)
 
     @torch.no_grad()
     def _qvalue_target(self, td: TensorDictBase, alpha: torch.Tensor) -> torch.Tensor:
@@ -328,6 +374,26 @@ class SACLoss(StackedCritics, LossModule):
         batch = td.batch_size
         return td0_return_estimate(self.gamma, next_value, reward.reshape(batch),
                                    terminated.reshape(batch))
+
+    def value_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """SAC v1's value-network loss alone (TorchRL's ``SACLoss.value_loss``).
+
+        Args:
+            tensordict: ``[*B]`` with the value network's, actor's and critics' inputs.
+
+        Returns:
+            ``(loss_value, {})``.
+
+        Raises:
+            ValueError: the loss has no ``value_network``.
+            MissingKeyError: a needed key is absent.
+        """
+        if self.value_network is None:
+            raise ValueError(
+                f"{type(self).__name__}.value_loss needs a value_network (SAC v1); this loss "
+                "was built without one (value_network=None)"
+            )
+        return self._value_loss(tensordict.copy(), self.alpha), {}
 
     def _value_loss(self, td: TensorDictBase, alpha: torch.Tensor) -> torch.Tensor:
         """SAC v1: ``V(s)`` regresses on ``min_i Q'_i(s, a~) - alpha log pi(a~|s)``."""

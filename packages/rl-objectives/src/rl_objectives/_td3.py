@@ -14,6 +14,7 @@ from rl_objectives import _keys
 from rl_objectives._ensemble import StackedCritics, stack_copies
 from rl_objectives._loss_base import LossModule, distance_loss
 from rl_objectives._one_step import (
+    LossAndMetadata,
     OneStepTarget,
     act,
     check_module,
@@ -193,8 +194,56 @@ class TD3Loss(StackedCritics, OneStepTarget, LossModule):
         next_value = self._qvalues(nxt, self.smoothed_target_action(action), params).amin(0)
         return td0_return_estimate(self.gamma, next_value, reward, terminated), next_value
 
+    def value_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The critics' loss alone (TorchRL's ``TD3Loss.value_loss``): ``loss_qvalue``.
+
+        The input is not written to (``forward`` writes the priority from ``td_error``).
+
+        Args:
+            tensordict: as :meth:`forward`'s.
+
+        Returns:
+            ``(loss_qvalue, metadata)``: ``metadata`` holds detached ``td_error``
+            (``|Q_i - y|``, ``[num_qvalue_nets, *B]``), ``next_state_value``,
+            ``pred_value`` (``[num_qvalue_nets, *B]``) and ``target_value`` (``[*B]``).
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
+        target, next_value = self._target(tensordict)
+        pred = self._qvalues(tensordict, self._get(tensordict, self.tensor_keys.action),
+                             self.qvalue_network_params)
+        loss = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
+        detached = pred.detach()
+        return reduce(loss, self.reduction), {
+            "td_error": (detached - target).abs(), "next_state_value": next_value,
+            "pred_value": detached, "target_value": target,
+        }
+
+    def actor_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The actor's loss alone (TorchRL's ``TD3Loss.actor_loss``): ``-Q_1(s, mu(s))``.
+
+        The critics' parameters are detached: its gradient reaches the actor only.
+
+        Args:
+            tensordict: ``[*B]`` with the actor's inputs.
+
+        Returns:
+            ``(loss_actor, metadata)``: ``metadata["state_action_value_actor"]`` is
+            ``Q_1(s, mu(s))``, detached, ``[*B]``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
+        action = self._get(act(self.actor_network, tensordict), self.tensor_keys.action)
+        first = self.qvalue_network_params[:1].detach()
+        q_actor = self._qvalues(tensordict, action, first)[0]
+        return reduce(-q_actor, self.reduction), {"state_action_value_actor": q_actor.detach()}
+
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """Compute ``loss_actor`` and ``loss_qvalue``; write ``td_error`` into the input.
+
+        :meth:`value_loss` then :meth:`actor_loss`, their metadata averaged.
 
         Args:
             tensordict: ``[*B]`` with the observation, ``action`` and ``"next"``
@@ -207,18 +256,9 @@ class TD3Loss(StackedCritics, OneStepTarget, LossModule):
         Raises:
             MissingKeyError: a needed key is absent.
         """
-        keys = self.tensor_keys
-        target, next_value = self._target(tensordict)
-        pred = self._qvalues(tensordict, self._get(tensordict, keys.action),
-                             self.qvalue_network_params)
-        tensordict.set(keys.priority, (pred.detach() - target).abs().amax(0))
-        loss_qvalue = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
-        action = self._get(act(self.actor_network, tensordict), keys.action)
-        first = self.qvalue_network_params[:1].detach()
-        q_actor = self._qvalues(tensordict, action, first)[0]
-        return TensorDict({
-            "loss_actor": reduce(-q_actor, self.reduction),
-            "loss_qvalue": reduce(loss_qvalue, self.reduction),
-            "pred_value": pred.detach().mean(), "state_action_value_actor": q_actor.detach().mean(),
-            "next_state_value": next_value.mean(), "target_value": target.mean(),
-        }, batch_size=[])
+        loss_qvalue, value_meta = self.value_loss(tensordict)
+        tensordict.set(self.tensor_keys.priority, value_meta.pop("td_error").amax(0))
+        loss_actor, actor_meta = self.actor_loss(tensordict)
+        out = {"loss_actor": loss_actor, "loss_qvalue": loss_qvalue}
+        out.update((k, v.mean()) for k, v in (*value_meta.items(), *actor_meta.items()))
+        return TensorDict(out, batch_size=[])
