@@ -59,6 +59,34 @@ def test_failed_extend_leaves_buffer_unchanged(bad, match):
     assert (rb.storage.get(torch.arange(6)) == before).all()
 
 
+def test_checked_key_structures_are_remembered_and_still_refuse_bad_leaves():
+    # a write's leaves are matched to the stored ones by key whatever the TensorDict's own
+    # key order, also once a structure is remembered; a bad leaf is still named
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10))
+    rb.extend(_rows(2))
+    reordered = _rows(2, start=10)
+    reordered = TensorDict(
+        {"next": reordered["next"], "action": reordered["action"],
+         "observation": reordered["observation"]}, [2]
+    )
+    for _ in range(2):  # checked in full, then by the remembered order
+        rb.extend(reordered)
+        rb.extend(_rows(2, start=20))
+    stored = rb.storage.get(torch.arange(10))
+    assert stored["action"].squeeze(1).tolist() == [0, 1, 10, 11, 20, 21, 10, 11, 20, 21]
+    assert stored["next", "reward"].squeeze(1).tolist() == [0, 1, 10, 11, 20, 21, 10, 11, 20, 21]
+    assert (stored["observation"][:, 0] == stored["next", "reward"][:, 0]).all()
+    bad = _rows(2, start=30)
+    bad["next", "reward"] = bad["next", "reward"].double()
+    with pytest.raises(StorageLayoutError, match=r"data\['next.reward'\]: expected dtype"):
+        rb.extend(bad)
+    bad = reordered.clone()
+    bad["observation"] = torch.zeros(2, 3)
+    with pytest.raises(StorageLayoutError, match=r"data\['observation'\]: expected per-row"):
+        rb.extend(bad)
+    assert len(rb) == 10 and rb.writer.state_dict()["cursor"] == 0
+
+
 def test_ndim2_storage_writes_along_time_and_samples_stored_rows():
     storage = LazyTensorStorage(40, ndim=2)
     rb = TensorDictReplayBuffer(storage=storage, batch_size=64)

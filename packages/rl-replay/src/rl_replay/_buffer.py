@@ -11,6 +11,7 @@ import torch
 from rl_profiling import profiled
 from tensordict import TensorDictBase, is_tensorclass
 
+from rl_replay._buffer_args import check_arguments
 from rl_replay._checkpoint import dump_state, load_state
 from rl_replay._keys import INDEX
 from rl_replay._prefetch import Prefetcher
@@ -81,19 +82,9 @@ class ReplayBuffer:
         generator: torch.Generator | None = None,
         compilable: bool = False,
     ) -> None:
-        for name, value, kind in (
-            ("storage", storage, Storage),
-            ("sampler", sampler, Sampler),
-            ("writer", writer, Writer),
-        ):
-            if value is not None and not isinstance(value, kind):
-                raise ValueError(f"{name}: expected a {kind.__name__}, got {type(value).__name__}")
-        for name, value in (("batch_size", batch_size), ("prefetch", prefetch)):
-            if value is not None and (not isinstance(value, int) or value <= 0):
-                raise ValueError(f"{name}: expected a positive int or None, got {value!r}")
-        if prefetch and batch_size is None:
-            raise ValueError("prefetch: needs batch_size (samples are drawn ahead of time)")
-        self.compilable = _check_compilable(compilable, storage, prefetch, generator)
+        self.compilable = check_arguments(
+            storage, sampler, writer, batch_size, prefetch, compilable, generator
+        )
         if storage is None:
             storage = LazyTensorStorage(1000, compilable=True) if compilable else ListStorage(1000)
         self._storage = storage
@@ -379,27 +370,3 @@ class ReplayBuffer:
         with self._lock:
             load_state(self, path, checksum=checksum)
 
-
-def _check_compilable(
-    compilable: bool, storage: Storage | None, prefetch: int | None, generator: Any
-) -> bool:
-    """Validate ``compilable`` against the other arguments; return it."""
-    if not isinstance(compilable, bool):
-        raise ValueError(f"compilable: expected a bool, got {compilable!r}")
-    if not compilable:
-        if storage is not None and storage.compilable:
-            raise ValueError(
-                "compilable: expected True with a compilable storage (its row count is a "
-                "tensor), got False; pass compilable=True to the buffer too"
-            )
-        return False
-    if prefetch:
-        raise ValueError(
-            f"prefetch: a compilable buffer samples in the caller's thread, got {prefetch!r}"
-        )
-    if generator is not None:
-        raise ValueError(
-            "generator: a compilable buffer draws from torch's global RNG (seed it with "
-            "torch.manual_seed), since torch.compile cannot trace a torch.Generator; got one"
-        )
-    return True

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from rl_replay._layout import Layout, batch_rows
-from rl_replay._storage import Storage, _layout_from_state, _layout_state
+from rl_replay._storage import Storage
 from rl_replay.exceptions import StorageLayoutError
 
 __all__ = ["CompressedStorage"]
@@ -125,7 +125,7 @@ class CompressedStorage(Storage):
         return {
             "codec": self.codec,
             "level": self.level,
-            "layout": None if self.layout is None else _layout_state(self.layout),
+            "layout": None if self.layout is None else self.layout.state(),
             "blobs": list(self._blobs),
             "filled": self._filled,
         }
@@ -135,7 +135,7 @@ class CompressedStorage(Storage):
         self._compress, self._decompress = _codec(self.codec, self.level)
         self.layout = None
         if state["layout"] is not None:
-            self.layout = _layout_from_state(state["layout"])
+            self.layout = Layout.from_state(state["layout"])
             self._row_bytes = [
                 torch.empty(s, dtype=d).nbytes
                 for s, d in zip(self.layout.shapes, self.layout.dtypes, strict=False)

@@ -49,10 +49,13 @@ class Layout:
     is_td: bool
     # computed once in __post_init__, not a cached_property, whose lock dynamo cannot trace
     flat: bool = field(init=False, repr=False, compare=False)
+    # the leaf order of each key structure a write was checked with (see `check`)
+    _orders: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         flat = self.is_td and all(isinstance(k, str) for k in self.keys)
         object.__setattr__(self, "flat", flat)
+        object.__setattr__(self, "_orders", {})
 
     @classmethod
     def of(cls, data: Any, ndim: int) -> Layout:
@@ -71,6 +74,25 @@ class Layout:
             f"data: expected a TensorDict or a Tensor, got {type(data).__name__}"
         )
 
+    def state(self) -> dict:
+        """Plain data for a checkpoint (dtypes by name); :meth:`from_state` reads it."""
+        return {
+            "keys": list(self.keys),
+            "dtypes": [str(d).removeprefix("torch.") for d in self.dtypes],
+            "shapes": [list(s) for s in self.shapes],
+            "is_td": self.is_td,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> Layout:
+        """The layout :meth:`state` wrote."""
+        return cls(
+            tuple(tuple(k) if isinstance(k, list) else k for k in state["keys"]),
+            tuple(getattr(torch, d) for d in state["dtypes"]),
+            tuple(tuple(s) for s in state["shapes"]),
+            bool(state["is_td"]),
+        )
+
     def leaves(self, data: Any) -> list[torch.Tensor]:
         """Leaves of ``data`` in layout order (no check)."""
         if not self.is_td:
@@ -80,9 +102,41 @@ class Layout:
     def check(self, data: Any, ndim: int) -> list[torch.Tensor]:
         """Check ``data`` against this layout and return its leaves in layout order.
 
+        A TensorDict whose keys come in an order already checked (a batch built the same
+        way as the last one) is checked by comparing each leaf's dtype and per-row shape
+        to the layout's; anything else takes the full check below, whose errors name the
+        key, and a structure that passes it is remembered.
+
         Raises:
             StorageLayoutError: a key is missing or extra, or a shape or dtype differs.
         """
+        cached = self.is_td and isinstance(data, TensorDictBase) and not _compiling()
+        if cached:
+            keys, found = _walk(data)
+            leaves = self._known(keys, found, ndim)
+            if leaves is not None:
+                return leaves
+        self._full_check(data, ndim)
+        if cached and len(keys) == len(self.keys):
+            if len(self._orders) >= _MAX_ORDERS:
+                self._orders.clear()
+            position = {k: i for i, k in enumerate(keys)}
+            self._orders[tuple(keys)] = tuple(position[k] for k in self.keys)
+        return self.leaves(data)
+
+    def _known(self, keys: list, found: list, ndim: int) -> list[torch.Tensor] | None:
+        """The leaves in layout order if ``keys`` is a checked structure and every leaf's
+        dtype and per-row shape match; ``None`` otherwise (the full check decides)."""
+        order = self._orders.get(tuple(keys))
+        if order is None:
+            return None
+        leaves = [found[i] for i in order]
+        for leaf, dt, shp in zip(leaves, self.dtypes, self.shapes, strict=True):
+            if not isinstance(leaf, torch.Tensor) or leaf.dtype != dt or leaf.shape[ndim:] != shp:
+                return None
+        return leaves
+
+    def _full_check(self, data: Any, ndim: int) -> None:
         other = Layout.of(data, ndim)
         if other.is_td != self.is_td:
             kind = "TensorDict" if self.is_td else "Tensor"
@@ -105,7 +159,6 @@ class Layout:
                 )
             if odt != dt:
                 raise StorageLayoutError(f"{name}: expected dtype {dt}, got {odt}")
-        return self.leaves(data)
 
     def build(
         self,
@@ -141,6 +194,30 @@ class Layout:
         if extra:
             root.update(extra)
         return _assemble(root, batch_size, device)
+
+
+_MAX_ORDERS = 8  # key structures remembered per layout (a buffer sees one or two)
+
+
+def _compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
+def _walk(data: TensorDictBase) -> tuple[list, list]:
+    """Every leaf key (a root key as its string) and value, in the TensorDict's own order."""
+    keys: list = []
+    found: list = []
+    stack = [((), data)]
+    while stack:
+        prefix, node = stack.pop()
+        for k, v in node.items():
+            key = (*prefix, k)
+            if isinstance(v, TensorDictBase):
+                stack.append((key, v))
+            else:
+                keys.append(key if prefix else k)
+                found.append(v)
+    return keys, found
 
 
 def _assemble(node: dict, batch_size: torch.Size, device: Any) -> TensorDict:

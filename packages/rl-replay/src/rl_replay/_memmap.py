@@ -17,7 +17,7 @@ from tensordict import MemoryMappedTensor
 
 from rl_replay._layout import Layout
 from rl_replay._mapped import Borrowed, borrow_leaves, supported
-from rl_replay._storage import LazyTensorStorage, _layout_from_state, _layout_state
+from rl_replay._storage import LazyTensorStorage
 from rl_replay.exceptions import StorageError, StorageLayoutError
 
 __all__ = ["LazyMemmapStorage"]
@@ -239,7 +239,7 @@ class LazyMemmapStorage(LazyTensorStorage):
 
     def _meta(self) -> dict:
         return {
-            "layout": _layout_state(self.layout),
+            "layout": self.layout.state(),
             "envs": self._envs,
             "filled": self._filled,
             "shapes": [list(t.shape) for t in self._leaves],
@@ -267,7 +267,7 @@ class LazyMemmapStorage(LazyTensorStorage):
         self._open(state)
 
     def _open(self, meta: dict) -> None:
-        layout = _layout_from_state(meta["layout"])
+        layout = Layout.from_state(meta["layout"])
         self._envs = int(meta["envs"])
         leaves = [
             MemoryMappedTensor.from_filename(f, dtype=dt, shape=torch.Size(shp))

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from rl_profiling.atomic import guard
 
+from rl_replay._layout import Layout
 from rl_replay.exceptions import CheckpointError
 
 __all__ = [
@@ -180,8 +181,6 @@ def dump_chunks(storage: Any, folder: Path, base: Path | None) -> dict:
     """Write ``storage``'s rows under ``folder/data``, one file a chunk holding every
     leaf, linking the chunks unchanged since the snapshot in ``base``; return the
     storage's state (layout, counts, chunk ids)."""
-    from rl_replay._storage import _layout_state
-
     tracker: WriteTracker | None = storage._tracker
     data = folder / _DATA
     data.mkdir()
@@ -209,7 +208,7 @@ def dump_chunks(storage: Any, folder: Path, base: Path | None) -> dict:
         "chunked": True,
         "chunk_format": CHUNK_FORMAT,
         "id": snapshot_id,
-        "layout": _layout_state(storage.layout),
+        "layout": storage.layout.state(),
         "envs": storage._envs,
         "filled": int(storage._filled),
         "shapes": [list(t.shape) for t in storage._leaves],
@@ -230,15 +229,13 @@ def load_chunks(storage: Any, folder: Path, state: dict) -> None:
     Raises:
         CheckpointError: the chunk files are of another format, or of the wrong size.
     """
-    from rl_replay._storage import _layout_from_state
-
     if state.get("chunk_format") != CHUNK_FORMAT:
         raise CheckpointError(
             f"{folder}: expected chunk files of format {CHUNK_FORMAT} (one file a chunk, "
             f"every key in it), got format {state.get('chunk_format', 1)} (one file a key "
             "and chunk, written by an earlier rl-replay): load it with that version and save again"
         )
-    layout = _layout_from_state(state["layout"])
+    layout = Layout.from_state(state["layout"])
     storage._envs = int(state["envs"])
     rows = int(state["chunk_rows"])
     dtypes = [getattr(torch, dtype) for dtype in state["dtypes"]]

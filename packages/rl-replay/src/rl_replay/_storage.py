@@ -8,7 +8,6 @@ are flattened (``env * capacity_t + t`` for ``ndim=2``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -353,7 +352,7 @@ class LazyTensorStorage(Storage):
         if self.layout is None:
             return {"layout": None, "filled": 0}
         return {
-            "layout": _layout_state(self.layout),
+            "layout": self.layout.state(),
             "envs": self._envs,
             "filled": int(self._filled),
             "leaves": list(self._leaves),
@@ -367,7 +366,7 @@ class LazyTensorStorage(Storage):
             self.layout, self._leaves, self._flat = None, [], []
             self._set_filled(0)
             return
-        layout = _layout_from_state(state["layout"])
+        layout = Layout.from_state(state["layout"])
         self._envs = int(state["envs"])
         leaves = [
             self._alloc(k, t.shape, t.dtype)
@@ -377,29 +376,3 @@ class LazyTensorStorage(Storage):
             dst.copy_(src)
         self._attach(layout, leaves)
         self._set_filled(int(state["filled"]))
-
-
-def _layout_state(layout: Layout) -> dict:
-    return {
-        "keys": list(layout.keys),
-        "dtypes": [str(d).removeprefix("torch.") for d in layout.dtypes],
-        "shapes": [list(s) for s in layout.shapes],
-        "is_td": layout.is_td,
-    }
-
-
-def _layout_from_state(state: dict) -> Layout:
-    return Layout(
-        tuple(tuple(k) if isinstance(k, list) else k for k in state["keys"]),
-        tuple(getattr(torch, d) for d in state["dtypes"]),
-        tuple(tuple(s) for s in state["shapes"]),
-        bool(state["is_td"]),
-    )
-
-
-def nbytes_per_row(layout: Layout) -> int:
-    """Bytes of one row (used by benchmarks and docs)."""
-    return sum(
-        math.prod(s) * torch.empty((), dtype=d).element_size()
-        for s, d in zip(layout.shapes, layout.dtypes, strict=False)
-    )
