@@ -6,7 +6,9 @@ their floor in alternating blocks, so that they see the same machine load):
 
 * sampling: the *floor*, indexing the four stored tensors with the same number of random
   indices (``index_select``), i.e. the cost of the gather itself;
-* extend / memmap extend: the bytes written over a measured memory-copy rate.
+* extend / memmap extend: the bytes written over a measured memory-copy rate;
+* small extends (1 and 256 SAC transitions): the writes alone, ``index_copy_`` of each
+  leaf, timed in alternating blocks (``--small-extend`` prints only these).
 
 Times are the best over short blocks of calls (see ``_best_us``): on a loaded machine
 they are still well above a quiet machine's, so compare the ratios.
@@ -220,6 +222,41 @@ def bench_extend(memcpy: float) -> list[dict]:
     ]
 
 
+def _transitions(n: int) -> TensorDict:
+    """``n`` SAC-like transitions: 7 leaves, 2 of them under ``"next"``'s nesting."""
+    flag = torch.zeros(n, 1, dtype=torch.bool)
+    return TensorDict(
+        {"observation": torch.randn(n, 3), "action": torch.randn(n, 1),
+         "next": {"observation": torch.randn(n, 3), "reward": torch.randn(n, 1),
+                  "done": flag, "terminated": flag.clone(), "truncated": flag.clone()}},
+        [n],
+    )
+
+
+def bench_small_extend() -> list[dict]:
+    """``extend`` of 1 and of 256 transitions (SAC's per-frame write and a small block)
+    against the writes alone: ``index_copy_`` of each leaf into the same storage."""
+    rows = []
+    for n in (1, 256):
+        storage = LazyTensorStorage(100_000)
+        rb = TensorDictReplayBuffer(storage=storage)
+        data = _transitions(n)
+        rb.extend(data)
+        keys = list(data.keys(True, True))
+        pairs = [(storage.leaf(k), data.get(k)) for k in keys]
+        index = torch.arange(n)
+
+        def writes(pairs=pairs, index=index) -> None:
+            for dst, src in pairs:
+                dst.index_copy_(0, index, src)
+
+        best = _best_interleaved_us({"ours": lambda rb=rb, d=data: rb.extend(d),
+                                     "floor": writes}, rounds=300, block=10)
+        rows.append(_row(f"extend {n} SAC transition(s) (7 leaves): ours/index_copy_ floor",
+                         best["ours"], "us", best["floor"], best["ours"] / best["floor"]))
+    return rows
+
+
 def bench_slices() -> list[dict]:
     size = 1_000_000
     storage = LazyTensorStorage(size)
@@ -278,7 +315,7 @@ def run() -> list[dict]:
     try:
         memcpy = _memcpy_bytes_per_s()
         rows = bench_sampling(100_000) + bench_sampling(1_000_000)
-        rows += bench_extend(memcpy) + bench_slices()
+        rows += bench_extend(memcpy) + bench_small_extend() + bench_slices()
         if os.environ.get("BENCH_REPLAY_SKIP_MEMMAP") != "1":
             rows += bench_memmap(memcpy)
         return rows
@@ -287,7 +324,10 @@ def run() -> list[dict]:
 
 
 if __name__ == "__main__":
-    results = run()
+    import sys
+
+    torch.set_num_threads(1)
+    results = bench_small_extend() if "--small-extend" in sys.argv[1:] else run()
     print(f"{'figure':78s} {'value':>12s} {'unit':>7s} {'limit':>12s} {'ratio':>7s}")
     for r in results:
         print(
