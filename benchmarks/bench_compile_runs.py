@@ -40,8 +40,7 @@ def run_example(name: str, compile_: bool, seed: int, total_frames: int | None,
            "--device", "cpu"]
     if total_frames is not None:
         cmd += ["--total-frames", str(total_frames)]
-    if compile_:
-        cmd.append("--compile")
+    cmd += ["--compile", "true" if compile_ else "false"]  # explicit: a default may be auto
     load_before, start = os.getloadavg()[0], time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           check=False)

@@ -80,7 +80,9 @@ class Config:
         checkpoint_every: frames between checkpoints (0: only at the end and on SIGTERM).
         resume: continue from the latest checkpoint in ``checkpoint_dir``, if any.
         compile: run the update step (loss, backward, clip, Adam) through ``torch.compile``
-            (the first minibatch eager, the next compiles; the JSON's ``compile_seconds``).
+            (the first minibatch eager, the next compiles; the JSON's ``compile_seconds``):
+            ``true``, ``false`` or ``auto``, which compiles when the run makes at least
+            ``AUTO_COMPILE_UPDATES`` update steps, the run that pays compiling back.
         cudagraphs: capture the update step in a CUDA graph (``device="cuda"`` only).
         allow_fresh_start: with ``resume``, start from frame 0 when ``checkpoint_dir`` has
             checkpoints but none is intact (else the run stops with an error).
@@ -114,7 +116,7 @@ class Config:
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
     resume: bool = False
-    compile: bool = False
+    compile: str = "auto"
     cudagraphs: bool = False
     allow_fresh_start: bool = False
     no_check_finite: bool = False
@@ -122,11 +124,38 @@ class Config:
     video_max_steps: int = 0
 
 
+# Compiling the update step takes 11-17 s on a 2-core CPU and makes each of Hopper's
+# minibatch steps ~2.5x faster (benchmarks/bench_update.py's ppo_continuous row); a whole
+# run pays it back after ~16k frames, about 2,400 update steps (bench_compile_runs.py):
+# `--compile auto` compiles from 10,000 steps, well past that point, so a short try-out
+# stays eager and the default 1M-frame run (156,000 steps) compiles.
+AUTO_COMPILE_UPDATES = 10_000
+_COMPILE_CHOICES = {"auto": "auto", "true": True, "1": True, "yes": True, "false": False,
+                    "0": False, "no": False}
+
+
+def compile_choice(value: str) -> str:
+    """``--compile``'s value: ``true``, ``false`` or ``auto`` (case-insensitive)."""
+    if str(value).lower() not in _COMPILE_CHOICES:
+        raise argparse.ArgumentTypeError(
+            f"--compile expects true, false or auto, received {value!r}")
+    return str(value).lower()
+
+
+def use_compile(cfg: Config, update_steps: int) -> bool:
+    """Whether the update step compiles: ``cfg.compile``, ``auto`` resolved by the run's
+    number of update steps (``AUTO_COMPILE_UPDATES``)."""
+    choice = _COMPILE_CHOICES[compile_choice(cfg.compile)]
+    return update_steps >= AUTO_COMPILE_UPDATES if choice == "auto" else choice
+
+
 def parse_args() -> Config:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for field in dataclasses.fields(Config):
         kind, more = type(field.default), {}
-        if kind is bool:  # `--resume` or `--resume false`
+        if field.name == "compile":  # `--compile`, `--compile false`, `--compile auto`
+            kind, more = compile_choice, {"nargs": "?", "const": "true"}
+        elif kind is bool:  # `--resume` or `--resume false`
             kind, more = (
                 (lambda v: v.lower() in ("1", "true", "yes")),
                 {"nargs": "?", "const": True},
@@ -211,9 +240,10 @@ def main(cfg: Config) -> dict:
         loss_critic_type="l2",
     )
     params = list(loss_fn.parameters())
-    lr = torch.tensor(cfg.lr) if cfg.compile else cfg.lr  # a tensor: the schedule won't recompile
-    optim = torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
     num_batches = -(-cfg.total_frames // frames_per_batch)
+    compiled = use_compile(cfg, num_batches * cfg.epochs * cfg.num_minibatches)
+    lr = torch.tensor(cfg.lr) if compiled else cfg.lr  # a tensor: the schedule won't recompile
+    optim = torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1 - i / num_batches)
     logger, returns = make_logger(cfg), deque(maxlen=20)
     timing = RunReport(
@@ -223,7 +253,7 @@ def main(cfg: Config) -> dict:
     # run report (loss, backward, optimiser); with --compile / --cudagraphs it is one graph,
     # timed as one phase (update)
     update = make_update_step(loss_fn, optim, max_grad_norm=cfg.max_grad_norm,
-                              compile=cfg.compile, cudagraphs=cfg.cudagraphs, timing=timing)
+                              compile=compiled, cudagraphs=cfg.cudagraphs, timing=timing)
     from tqdm import tqdm
 
     # the collector's state holds its counters and the env transforms' statistics; the loss
@@ -294,6 +324,7 @@ def main(cfg: Config) -> dict:
         "seed": cfg.seed,
         "resumed_from_frames": resumed_from,
         "stopped_by_signal": ckpt.stop_requested is not None,
+        "compiled": compiled,
         "compile_seconds": round(compile_seconds, 2),
         "steady_fps": fps_steady,
         "env_id": cfg.env_id,

@@ -289,8 +289,28 @@ def test_the_collectors_fast_path_equals_tensordicts_forward(dist, batch):
     obs = TensorDict(observation=torch.randn(*batch, 3), batch_size=batch)
     fast, generic = _fast_and_generic(actor, obs)
     assert actor._lean
+    # an IndependentNormal is drawn without building it (IndependentNormal.draw)
+    assert (actor._normal_keys is not None) == (dist is IndependentNormal)
     for key in ("action", "sample_log_prob"):
         assert torch.equal(fast[key], generic[key]), key  # bit for bit
+
+
+class _ShiftedNormal(IndependentNormal):
+    """A subclass with its own log-prob: the direct draw must not bypass it."""
+
+    def log_prob(self, value):
+        return super().log_prob(value) + 1.0
+
+
+def test_the_direct_normal_draw_keeps_subclasses_kwargs_and_grad_on_the_generic_path():
+    shifted = _gaussian_actor(None, dist=_ShiftedNormal)
+    assert shifted._normal_keys is None
+    fast, generic = _fast_and_generic(shifted, _obs())
+    assert torch.equal(fast["sample_log_prob"], generic["sample_log_prob"])
+    actor = _gaussian_actor(None, dist=IndependentNormal)
+    with set_exploration_type(ExplorationType.RANDOM):  # autograd on: a distribution's rsample
+        out = actor(_obs())
+    assert out["action"].requires_grad and out["sample_log_prob"].requires_grad
 
 
 @pytest.mark.parametrize("dist", [TanhNormal, IndependentNormal])

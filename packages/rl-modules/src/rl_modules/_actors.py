@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from rl_envs import Bounded, Composite
 from rl_profiling import profiled
 from tensordict import TensorDictBase
@@ -32,7 +33,7 @@ from rl_modules._direct import (
     plain_sequence_member,
     write_outputs,
 )
-from rl_modules._distributions_continuous import TanhNormal, TruncatedNormal
+from rl_modules._distributions_continuous import IndependentNormal, TanhNormal, TruncatedNormal
 from rl_modules._spec_guard import SpecGuard, event_spec
 
 __all__ = ["Actor", "ProbabilisticActor", "SafeModule", "ValueOperator"]
@@ -177,6 +178,18 @@ def _draws_alone(dist_class: Any) -> bool:
     )
 
 
+def _normal_keys(prob: ProbabilisticTensorDictModule) -> tuple[Any, Any] | None:
+    """``(loc key, scale key)`` when ``prob`` draws an ``IndependentNormal`` with its
+    defaults (``IndependentNormal.draw``'s case), else ``None``."""
+    if prob.distribution_class is not IndependentNormal or prob.distribution_kwargs:
+        return None
+    names = [k[-1] if isinstance(k, tuple) else k for k in prob.dist_keys]
+    if sorted(names) != ["loc", "scale"]:
+        return None
+    by_name = dict(zip(names, prob.in_keys, strict=True))
+    return by_name["loc"], by_name["scale"]
+
+
 class ProbabilisticActor(ProbabilisticTensorDictSequential):
     """A stochastic policy: a network writes a distribution's parameters, the distribution
     writes the action (and its log-prob).
@@ -254,6 +267,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         self._lean = (len(out_keys) == 1 and prob.num_samples is None
                       and kwargs.get("generator") is None
                       and _draws_alone(prob.distribution_class))
+        self._normal_keys = _normal_keys(prob) if self._lean else None
 
     @property
     def spec(self) -> dict[Any, Any]:
@@ -333,6 +347,15 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
                 tensordict = module(tensordict)
             else:
                 write_outputs(module, tensordict, outputs)
+        keys = self._normal_keys
+        if keys is not None and not torch.is_grad_enabled():  # IndependentNormal, defaults
+            loc, scale = tensordict.get(keys[0], None), tensordict.get(keys[1], None)
+            if loc is not None and scale is not None and scale.shape == loc.shape:
+                value, log_prob = IndependentNormal.draw(loc, scale)  # no distribution built
+                tensordict.set(self._sample_key, value)
+                if prob.return_log_prob:
+                    tensordict.set(prob.log_prob_key, log_prob)
+                return tensordict
         dist = build_dist(prob, tensordict)
         value = dist.rsample() if dist.has_rsample else dist.sample()
         tensordict.set(self._sample_key, value)

@@ -46,6 +46,18 @@ def _sum_rightmost(value: torch.Tensor, ndims: int) -> torch.Tensor:
     return value.reshape(value.shape[: value.ndim - ndims] + (-1,)).sum(-1)
 
 
+def _normal_log_prob(
+    value: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor, ndims: int
+) -> torch.Tensor:
+    """``Normal.log_prob``'s float ops in fewer kernels (in place where it can), the sign
+    taken once after the sum (negation is exact), summed over the last ``ndims`` dims."""
+    sq = value - loc
+    sq = sq.mul_(sq)  # d ** 2
+    var2 = scale.square().mul_(2.0)
+    lp = torch.addcdiv(scale.log(), sq, var2).add_(_HALF_LOG_2PI)
+    return _sum_rightmost(lp, ndims).neg_()
+
+
 def _bound(value: Any, like: torch.Tensor) -> float | torch.Tensor:
     """A Python float stays one (cheapest arithmetic); a tensor moves to ``like``'s device."""
     if isinstance(value, torch.Tensor):
@@ -239,12 +251,32 @@ class IndependentNormal(D.Independent):
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled():
             return super().log_prob(value)
-        loc, scale = self.base_dist.loc, self.base_dist.scale
-        sq = value - loc
-        sq = sq.mul_(sq)  # d ** 2
-        var2 = scale.square().mul_(2.0)
-        lp = torch.addcdiv(scale.log(), sq, var2).add_(_HALF_LOG_2PI)
-        return _sum_rightmost(lp, self.reinterpreted_batch_ndims).neg_()
+        base = self.base_dist
+        return _normal_log_prob(value, base.loc, base.scale, self.reinterpreted_batch_ndims)
+
+    @staticmethod
+    def draw(loc: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One draw of ``IndependentNormal(loc, scale)`` (defaults, one event dim) and its
+        log-prob, without building the distribution: the collector's call, where building
+        ``Normal`` and ``Independent`` costs more than the draw. The same random stream and
+        the same bits as ``d.rsample()`` then ``d.log_prob(sample)``; gradients are not
+        tracked (call it under ``torch.no_grad()``; ``scale`` of ``loc``'s shape).
+
+        Examples:
+            >>> import torch
+            >>> loc, scale = torch.zeros(2, 3), torch.ones(2, 3)
+            >>> with torch.no_grad():
+            ...     _ = torch.manual_seed(0)
+            ...     action, log_prob = IndependentNormal.draw(loc, scale)
+            ...     _ = torch.manual_seed(0)
+            ...     d = IndependentNormal(loc, scale)
+            ...     same = d.rsample()
+            >>> bool((action == same).all()), bool((log_prob == d.log_prob(same)).all())
+            (True, True)
+        """
+        # Normal.rsample's own ops: eps from a fresh standard normal, loc + eps * scale
+        value = loc + torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_() * scale
+        return value, _normal_log_prob(value, loc, scale, 1)
 
     @property
     def mode(self) -> torch.Tensor:
