@@ -170,6 +170,9 @@ TASKS: dict[str, Task] = {
             "clipped to [-10, 10].",
             "Both: a state-independent log std starting at 0, actions clipped to the bounds on the "
             "way to the env, lr annealed linearly to 0.",
+            "Ours compiles its update step (`--compile auto`, the example's default for a run "
+            "this long: docs/compile.md); the compiling time is in its wall clock. SB3 runs "
+            "eager PyTorch.",
         ],
     ),
     "sac-halfcheetah": Task(
