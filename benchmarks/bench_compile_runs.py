@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ("ppo_cartpole", "ppo_mujoco", "sac_mujoco")
 OUT = ROOT / "benchmarks" / "results" / "compile_runs.json"
+# what makes an example run eager where its default may compile (ppo_mujoco: --compile auto)
+EAGER_ARGS = {"ppo_mujoco": ["--compile", "false"]}
 
 
 def run_example(name: str, compile_: bool, seed: int, total_frames: int | None,
@@ -40,7 +42,10 @@ def run_example(name: str, compile_: bool, seed: int, total_frames: int | None,
            "--device", "cpu"]
     if total_frames is not None:
         cmd += ["--total-frames", str(total_frames)]
-    cmd += ["--compile", "true" if compile_ else "false"]  # explicit: a default may be auto
+    if compile_:
+        cmd.append("--compile")
+    else:
+        cmd += EAGER_ARGS.get(name, [])
     load_before, start = os.getloadavg()[0], time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           check=False)
