@@ -20,7 +20,10 @@ target; ours from the TensorBoard scalar ``charts/episodic_return``, SB3's from 
 the full budgets, written to ``benchmarks/results/peers.json`` (the tasks of this call
 replace theirs, the others are kept) and to the section "Against Stable-Baselines3" of
 ``docs/results.md``. A task whose example does not exist yet is skipped with a message
-(``--sides sb3`` runs SB3's side alone, to check it).
+(``--sides sb3`` runs SB3's side alone, to check it). After a change to one side only,
+``--sides ours --keep-other-side`` re-runs that side and keeps the other side's runs of the
+published record, refused unless it raced the same budget and seeds on this CPU model; the
+page says which runs were kept and from when.
 """
 
 from __future__ import annotations
@@ -450,6 +453,10 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 of each task")
     parser.add_argument("--sides", nargs="+", default=["ours", "sb3"], choices=["ours", "sb3"])
+    parser.add_argument(
+        "--keep-other-side", action="store_true",
+        help="with one --sides: keep the other side's runs from the published record (same "
+             "budget, seeds and CPU model), marked kept_from, and publish the race")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="times each task's budget")
     parser.add_argument("--frames", nargs="*", default=[], metavar="TASK=N", help="a task's budget")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="seconds one run may take")
@@ -471,10 +478,9 @@ def main() -> int:
             "--all-groups` (or add `--group peers` to your sync)"
         )
     frames = budgets(args, parser)
-    full = all(frames[n] == TASKS[n].frames for n in args.tasks) and set(args.sides) == {
-        "ours",
-        "sb3",
-    }
+    kept = kept_runs(args.tasks, args.sides, args.seeds, frames) if args.keep_other_side else {}
+    full = all(frames[n] == TASKS[n].frames for n in args.tasks) and (
+        set(args.sides) == {"ours", "sb3"} or bool(kept))
     out = args.out or (RESULTS if full else SHORT_RESULTS)
     meta = metadata() | {"peer_versions": peer_versions(), "load_avg_1min_start": _load()}
     done, failures = {}, []
@@ -487,6 +493,7 @@ def main() -> int:
                 failures.append(name)
                 print(f"{name} seed {seed}: {exc}", file=sys.stderr)
         if runs:
+            runs += kept.get(name, [])
             done[name] = task_record(
                 name, frames[name], runs, meta | {"load_avg_1min_end": _load()}
             )
@@ -495,6 +502,30 @@ def main() -> int:
     if out == RESULTS:
         update_page(json.loads(RESULTS.read_text()))
     return 1 if failures else 0
+
+
+def kept_runs(tasks: list[str], sides: list[str], seeds: int,
+              frames: dict[str, int]) -> dict[str, list[dict]]:
+    """``--keep-other-side``: the other side's runs of each task, taken from the published
+    record (``RESULTS``) when it raced the same budget and seeds on this CPU model, each
+    marked with ``kept_from`` (that record's time): one side re-run after its code changed,
+    the other's figures kept rather than re-measured."""
+    if len(sides) != 1:
+        raise SystemExit(f"--keep-other-side: give one of --sides ours / sb3, received {sides}")
+    other = "sb3" if sides[0] == "ours" else "ours"
+    record = json.loads(RESULTS.read_text()).get("tasks", {}) if RESULTS.exists() else {}
+    cpu, kept = metadata()["machine"]["cpu"], {}
+    for name in tasks:
+        rec = record.get(name, {})
+        runs = [dict(r, kept_from=rec["meta"]["time"]) for r in rec.get("runs", [])
+                if r["side"] == other and r["seed"] < seeds]
+        if (rec.get("budget") != frames[name] or rec["meta"]["machine"]["cpu"] != cpu
+                or len(runs) != seeds):
+            raise SystemExit(
+                f"--keep-other-side: {RESULTS} has no {other} runs of {name} for seeds 0-"
+                f"{seeds - 1} at {frames[name]:,} frames on this CPU ({cpu})")
+        kept[name] = runs
+    return kept
 
 
 def _load() -> float:

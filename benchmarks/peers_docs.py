@@ -81,10 +81,14 @@ def _stamp(name: str, rec: dict) -> str:
     meta, loads = rec["meta"], [r["load_avg_1min_before"] for r in rec["runs"]]
     machine = meta["machine"]
     code = next((r["code"] for r in rec["runs"] if "code" in r), "not run")
+    kept = sorted({(r["side"], r["kept_from"]) for r in rec["runs"] if "kept_from" in r})
+    reuse = "".join(f" The {'SB3' if side == 'sb3' else 'our'} side's runs are kept from the "
+                    f"record measured {when} on the same CPU model (only the other side re-ran)."
+                    for side, when in kept)
     return (f"- `{name}`: measured {meta['time']} on {machine['cpu']}, {machine['cpus']} CPUs "
             f"(1-minute load average {min(loads):.1f} to {max(loads):.1f} when each side started: "
             f"the machine was shared); {_versions(meta)}; commit {meta.get('git_commit')}; "
-            f"`{meta['command']}`; code of the example `{code}`.")
+            f"`{meta['command']}`; code of the example `{code}`.{reuse}")
 
 
 def render(results: dict) -> str:
