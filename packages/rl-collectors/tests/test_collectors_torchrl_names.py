@@ -224,3 +224,17 @@ def test_device_sets_the_three_devices_unless_given():
     assert collector.storing_device == torch.device("cpu")
     assert next(iter(collector)).device == torch.device("cpu")
     collector.shutdown()
+
+
+def test_len_is_the_number_of_batches_as_torchrls():
+    # TorchRL's sota scripts loop `for _ in range(len(collector))`
+    with Collector(_cartpole(), frames_per_batch=6, total_frames=20) as collector:
+        assert len(collector) == 4 == sum(1 for _ in collector)
+    batched = AsyncBatchedCollector(partial(GymEnv, "CartPole-v1", num_envs=1), num_envs=2,
+                                    frames_per_batch=4, total_frames=8)
+    with batched:
+        assert len(batched) == 2
+    with Collector(_cartpole(), frames_per_batch=4) as endless:
+        with pytest.raises(TypeError, match=r"Collector has no length: total_frames=-1"):
+            len(endless)
+        assert endless  # still true: bool() does not ask for a length

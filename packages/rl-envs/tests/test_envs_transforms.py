@@ -209,3 +209,27 @@ def test_transform_argument_errors():
         TransformedEnv(object(), StepCounter())
     with pytest.raises(ValueError, match="same length"):
         RewardSum(in_keys=["reward"], out_keys=["a", "b"])
+
+
+def test_clone_copies_a_chain_for_another_env_and_apply_visits_every_transform():
+    # TorchRL's sota scripts build their eval env from train_env.transform.clone() and call
+    # eval_env.apply(dump_video)
+    from rl_envs import Compose, ObservationNorm, RewardSum
+
+    norm = ObservationNorm(loc=torch.ones(3), scale=torch.full((3,), 2.0),
+                           in_keys=["observation"])
+    env = TransformedEnv(GymEnv("Pendulum-v1"), Compose(StepCounter(5), Compose(norm),
+                                                       RewardSum()))
+    env.rollout(7)  # the counters move, the env's buffers are bound
+    chain = env.transform.clone()
+    assert chain is not env.transform and chain[1][0] is not norm
+    assert all(t._owner is None for t in (chain, *chain.transforms, chain[1][0]))
+    torch.testing.assert_close(chain[1][0].loc, norm.loc)  # statistics copied
+    other = TransformedEnv(GymEnv("Pendulum-v1"), chain)
+    assert other.rollout(3)["next", "step_count"].flatten().tolist() == [1, 2, 3]
+    assert env.rollout(2)["next", "step_count"].flatten().tolist() == [1, 2]  # untouched
+    seen = []
+    assert env.apply(seen.append) is env
+    assert [type(x).__name__ for x in seen] == [
+        "Compose", "StepCounter", "Compose", "ObservationNorm", "RewardSum", "GymEnv",
+        "TransformedEnv"]

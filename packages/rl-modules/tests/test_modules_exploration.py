@@ -140,3 +140,12 @@ def test_epsilon_greedy_on_one_unbatched_action(spec):
                          for _ in range(200)])
     assert draws.shape == (200, *spec.shape)
     assert all(spec.is_in(d) for d in draws) and (draws != greedy).any()
+
+
+def test_additive_gaussian_takes_torchrl_device_argument():
+    # TorchRL's td3 sota script passes device=; the state (sigma) lives there
+    spec = Bounded(-1.0, 1.0, shape=(2,))
+    noise = AdditiveGaussianModule(spec, sigma_init=1.0, sigma_end=1.0, std=0.1, device="cpu")
+    assert noise.sigma.device.type == "cpu"
+    td = noise(TensorDict(action=torch.zeros(32, 2), batch_size=[32]))
+    assert bool((td["action"] != 0).any()) and bool((td["action"].abs() <= 1).all())

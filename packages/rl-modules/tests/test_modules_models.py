@@ -122,3 +122,12 @@ def test_convnet_takes_torchrl_aggregator_and_squeeze_output():
     convs = net.layers[:-2]
     ref = convs(x.reshape(20, 3, 12, 12)).mean((-2, -1)).reshape(4, 5, 16)
     torch.testing.assert_close(out, ref)
+
+
+def test_mlp_norm_kwargs_may_name_num_features_as_torchrls_scripts_do():
+    mlp = MLP(4, 2, num_cells=[8, 8], norm_class=nn.BatchNorm1d,
+              norm_kwargs={"num_features": 8, "momentum": 0.01})
+    norms = [m for m in mlp.modules() if isinstance(m, nn.BatchNorm1d)]
+    assert [n.num_features for n in norms] == [8, 8] and norms[0].momentum == 0.01
+    with pytest.raises(ValueError, match=r"norm_kwargs: num_features=16 does not match .* 8"):
+        MLP(4, 2, num_cells=[8, 8], norm_class=nn.BatchNorm1d, norm_kwargs={"num_features": 16})

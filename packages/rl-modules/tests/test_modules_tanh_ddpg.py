@@ -131,3 +131,14 @@ def test_ddpg_networks_shapes_and_small_last_layer():
         400, 300, 1]
     lazy = DdpgMlpQNet()
     assert lazy(torch.randn(2, 3), torch.randn(2, 1)).shape == (2, 1)
+
+
+def test_tanh_module_spec_attribute_is_torchrls_composite():
+    # TorchRL's td3 sota script reads actor[1].spec as TD3Loss's action_spec
+    from rl_envs import Composite
+
+    spec = Bounded(-2.0, 3.0, shape=(2,))
+    m = TanhModule(["param"], ["action"], spec=spec)
+    assert isinstance(m.spec, Composite) and m.spec["action"] is spec
+    assert TanhModule(["param"], ["action"], spec=m.spec).spec is m.spec
+    assert TanhModule(["param"], ["action"], low=-1.0, high=1.0).spec is None

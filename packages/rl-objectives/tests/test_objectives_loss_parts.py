@@ -196,3 +196,20 @@ def test_missing_keys_and_order_errors_name_the_loss():
     assert loss.target_entropy == -ACT and loss.alpha_loss(meta["log_prob"]).shape == ()
     with pytest.raises(ValueError, match=r"SACLoss.value_loss needs a value_network"):
         SACLoss(_stochastic_actor(), _critic()).value_loss(_batch())
+
+
+def test_torchrl_script_surface_params_and_value_estimator_device():
+    # TorchRL's td3 / crossq sota scripts build optimisers from `<net>_params` and call
+    # make_value_estimator(gamma=..., device=...)
+    loss = _td3()
+    params = list(loss.actor_network_params.flatten_keys().values())
+    assert {id(p) for p in params} == {id(p) for p in loss.actor_network.parameters()}
+    ddpg = _ddpg()
+    assert {id(p) for p in ddpg.value_network_params.flatten_keys().values()} == {
+        id(p) for p in ddpg.value_network.parameters()}
+    with pytest.raises(AttributeError, match="value_network_params"):
+        _ = loss.value_network_params
+    crossq = _crossq()
+    assert crossq.make_value_estimator(gamma=0.9, device="cpu") is crossq and crossq.gamma == 0.9
+    with pytest.raises(ValueError, match=r"takes only gamma \(and device\), got \['lmbda'\]"):
+        crossq.make_value_estimator(lmbda=0.9)

@@ -45,8 +45,8 @@ class BaseCollector:
         >>> with Collector(GymEnv("CartPole-v1", num_envs=2), frames_per_batch=4,
         ...                total_frames=4) as collector:
         ...     sizes = [batch.numel() for batch in collector]
-        >>> isinstance(collector, BaseCollector), sizes
-        (True, [4])
+        >>> isinstance(collector, BaseCollector), sizes, len(collector)
+        (True, [4], 1)
     """
 
     def _unsupported(self, what: str) -> NotImplementedError:
@@ -54,6 +54,24 @@ class BaseCollector:
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         raise self._unsupported("iteration")
+
+    def __len__(self) -> int:
+        """Batches the iteration yields, ``ceil(total_frames / frames_per_batch)`` (TorchRL's).
+
+        Raises:
+            TypeError: an endless collector (``total_frames=-1``) has no length.
+        """
+        total = getattr(self, "total_frames", -1)
+        per_batch = getattr(self, "frames_per_batch", None)
+        if total is None or total < 0 or not per_batch:
+            raise TypeError(
+                f"{type(self).__name__} has no length: total_frames={total} (endless); give "
+                "total_frames= to count its batches"
+            )
+        return -(-total // per_batch)
+
+    def __bool__(self) -> bool:
+        return True  # not len(): an endless collector is still a collector
 
     def update_policy_weights_(self, policy_or_weights: Any = None) -> int:
         """Push the trainer's weights (``None``: the policy given at construction)."""

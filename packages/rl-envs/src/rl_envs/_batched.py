@@ -222,6 +222,9 @@ class ParallelEnv(_BatchedEnv):
             in ``__main__`` (a notebook cell, ``python -c``), a lambda or a closure.
         create_env_kwargs: keyword arguments of ``create_env_fn``: one dict for all
             workers, or a list of ``num_workers`` dicts.
+        serial_for_single: TorchRL's: with ``num_workers == 1``, build a
+            :class:`SerialEnv` in this process instead (the instance returned is one).
+        device: TorchRL's; ``None`` or ``"cpu"`` (the sub-envs run on the CPU here).
         timeout: seconds any wait on a worker may last (start-up included) before the
             worker is declared hung.
         num_sub_threads: ``torch.set_num_threads`` in each worker.
@@ -256,6 +259,13 @@ class ParallelEnv(_BatchedEnv):
         ...
         _pickle.PicklingError: create_env_kwargs: cannot be sent to a worker process; ...
     """
+
+    def __new__(cls, num_workers: int = 2, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("serial_for_single") and num_workers == 1:  # TorchRL's rule
+            for name in ("timeout", "num_sub_threads"):
+                kwargs.pop(name, None)
+            return SerialEnv(num_workers, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,

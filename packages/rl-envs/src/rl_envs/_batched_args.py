@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import torch
+
 from rl_envs._batched_worker import SPEC_NAMES
 from rl_envs.processes import dumps as portable_dumps
 from rl_envs.processes import env_constructors
@@ -26,9 +28,6 @@ TORCHRL_ONLY = {
         "else 'spawn' (TorchRL's default rule)"
     ),
     "use_buffers": "steps always go through preallocated buffers",
-    "serial_for_single": (
-        "ParallelEnv(1, ...) starts one worker process; use SerialEnv(1, ...) to stay here"
-    ),
     "num_threads": (
         "num_sub_threads= sets torch's threads in each worker; this process keeps its own"
     ),
@@ -46,6 +45,12 @@ def check_args(num_workers: Any, create_env_fn: Any, create_env_kwargs: Any,
     Returns:
         One constructor and one kwargs dict per worker.
     """
+    torchrl_only = dict(torchrl_only)
+    torchrl_only.pop("serial_for_single", None)  # TorchRL's; ParallelEnv.__new__ reads it
+    device = torchrl_only.pop("device", None)
+    if device is not None and torch.device(device).type != "cpu":
+        raise ValueError(f"device: the sub-envs run on the CPU here; expected None or 'cpu', "
+                         f"received {device!r}")
     for name in torchrl_only:  # a TorchRL argument names what to use instead; any other is a typo
         reason = TORCHRL_ONLY.get(name)
         raise TypeError(f"{name}: TorchRL's argument is not supported here; {reason}" if reason

@@ -9,7 +9,8 @@ the base env's tensors, so a transform costs only the ops it really does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,11 @@ from rl_envs._env import EnvBase
 from rl_envs._resets import reset_where
 
 __all__ = ["Compose", "Transform", "TransformedEnv"]
+
+
+def _walk(transform: Transform) -> list[Transform]:
+    """``transform`` and, for a ``Compose``, every transform in it (nested ones too)."""
+    return [transform, *(t for sub in getattr(transform, "transforms", ()) for t in _walk(sub))]
 
 
 def _np_or_tensor(t: torch.Tensor) -> Any:
@@ -129,6 +135,19 @@ class Transform:
             if before
             else owner.base_env
         )
+
+    def clone(self) -> Transform:
+        """A deep copy attached to no env, for another env (TorchRL's ``Transform.clone``).
+
+        Settings and statistics are copied; the env this transform is attached to is not
+        (the copy binds to the env it is given to).
+
+        Returns:
+            The copy (a ``Compose`` copies its transforms).
+        """
+        # deepcopy puts None where the env was
+        memo: dict[int, Any] = {id(t._owner): None for t in _walk(self) if t._owner is not None}
+        return copy.deepcopy(self, memo)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys})"
@@ -349,6 +368,14 @@ class TransformedEnv(EnvBase):
             root, nxt = self._sync_ext()
             return nxt, root
         return self._next_buf, self._root_buf  # type: ignore[return-value]
+
+    def apply(self, fn: Callable[[Any], Any]) -> TransformedEnv:
+        """``fn(x)`` for each transform ``x`` (in order, inside ``Compose`` too), then the base
+        env and this env: TorchRL's ``env.apply(fn)`` (``nn.Module.apply``), e.g. to dump
+        a ``VideoRecorder``. Returns ``self``."""
+        for x in (*_walk(self.transform), self.base_env, self):
+            fn(x)
+        return self
 
     def _set_seed(self, seed: int | None) -> None:
         self.base_env.set_seed(seed)

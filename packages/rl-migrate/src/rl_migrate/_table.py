@@ -82,8 +82,7 @@ _COLLECTOR_ARGS = (
 )
 _BATCHED = ("SerialEnv", "ParallelEnv")
 _BATCHED_ARGS = (
-    "shared_memory", "memmap", "mp_start_method", "use_buffers", "serial_for_single",
-    "num_threads", "daemon",
+    "shared_memory", "memmap", "mp_start_method", "use_buffers", "num_threads", "daemon",
 )
 _ESTIMATORS = ("GAE", "TD0Estimator", "TD1Estimator", "TDLambdaEstimator", "VTrace")
 _ESTIMATOR_ARGS = ("vectorized", "advantage_key", "value_target_key", "value_key")

@@ -190,6 +190,7 @@ class AdditiveGaussianModule(_Annealed):
         std: standard deviation of the noise before scaling.
         action_key: the key of the action.
         safe: project the noisy action into the spec.
+        device: where the module's state (``sigma``) lives, as TorchRL's ``device=``.
 
     Examples:
         >>> import torch
@@ -212,8 +213,11 @@ class AdditiveGaussianModule(_Annealed):
         *,
         action_key: Any = "action",
         safe: bool = True,
+        device: Any = None,
     ) -> None:
         super().__init__("sigma", sigma_init, sigma_end, annealing_num_steps, spec, action_key)
+        if device is not None:
+            self.to(device)
         self.mean, self.std, self.safe = float(mean), float(std), safe
         self.in_keys = self.out_keys = [action_key]
 

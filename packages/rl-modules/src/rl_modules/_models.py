@@ -103,7 +103,12 @@ class MLP(nn.Sequential):
     def _hidden_tail(width, act, act_kwargs, norm, norm_kwargs, dropout, device) -> list[nn.Module]:
         tail: list[nn.Module] = []
         if norm is not None:
-            tail.append(norm(width, device=device, **(norm_kwargs or {})))
+            kwargs = dict(norm_kwargs or {})
+            given = kwargs.pop("num_features", width)  # TorchRL's scripts name it
+            if given != width:
+                raise ValueError(f"norm_kwargs: num_features={given} does not match the "
+                                 f"hidden layer's width {width}")
+            tail.append(norm(width, device=device, **kwargs))
         tail.append(act(**(act_kwargs or {})))
         if dropout:
             tail.append(nn.Dropout(dropout))

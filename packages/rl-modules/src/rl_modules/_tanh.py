@@ -142,6 +142,10 @@ class TanhModule(TensorDictModuleBase):
         clamp: clamp the output to ``[low + eps, high - eps]`` (``eps`` the dtype's
             resolution), so that ``atanh`` of the rescaled output stays finite.
 
+    Attributes:
+        spec: TorchRL's: a ``Composite`` of the output spec under each out key (the
+            ``Composite`` given), or ``None`` when built from ``low``/``high``.
+
     Raises:
         ValueError: mismatched key lists, a spec that is not ``Bounded``, ``spec`` with
             ``low``/``high``, or ``low >= high``.
@@ -176,6 +180,9 @@ class TanhModule(TensorDictModuleBase):
             )
         self.in_keys, self.out_keys, self.clamp = in_keys, out_keys, clamp
         low, high = _bounds(spec, low, high)
+        # TorchRL's attribute: the output spec per out key (None when built from low/high)
+        self.spec = spec if spec is None or isinstance(spec, Composite) else Composite(
+            {key: spec for key in out_keys})
         self.register_buffer("low", torch.as_tensor(low, dtype=torch.get_default_dtype()))
         self.register_buffer("high", torch.as_tensor(high, dtype=torch.get_default_dtype()))
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 from rl_profiling import profiled_methods
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
 from rl_objectives._tensor_keys import KeyedModule, get_key
@@ -153,6 +153,30 @@ class LossModule(KeyedModule, nn.Module):
         super().set_keys(**keys)
         self._sync_estimator_keys()
         return self
+
+    def _network_params(self, name: str) -> TensorDictBase:
+        net = self._modules.get(name)
+        if net is None:
+            raise AttributeError(f"{type(self).__name__} has no {name}, so no {name}_params")
+        return TensorDict.from_module(net)
+
+    @property
+    def actor_network_params(self) -> TensorDictBase:
+        """TorchRL's name: the actor's parameters and buffers as a TensorDict of the
+        module's own tensors (``.flatten_keys().values()`` feeds an optimiser)."""
+        return self._network_params("actor_network")
+
+    @property
+    def value_network_params(self) -> TensorDictBase:
+        """TorchRL's name: the value network's parameters and buffers (see
+        :attr:`actor_network_params`)."""
+        return self._network_params("value_network")
+
+    @property
+    def critic_network_params(self) -> TensorDictBase:
+        """TorchRL's name: the critic's parameters and buffers (see
+        :attr:`actor_network_params`)."""
+        return self._network_params("critic_network")
 
     @property
     def value_estimator(self) -> nn.Module:

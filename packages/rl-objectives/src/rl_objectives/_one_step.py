@@ -107,7 +107,8 @@ class OneStepTarget:
 
         Args:
             value_type: ``None`` or TD(0); these targets are one-step only.
-            **hyperparams: ``gamma``.
+            **hyperparams: ``gamma``; TorchRL's ``device`` is accepted (the target is
+                computed where the batch lives).
 
         Returns:
             ``self``.
@@ -121,7 +122,7 @@ class OneStepTarget:
             raise NotImplementedError(
                 f"{name} builds one-step targets only (TD(0)), got {value_type!r}"
             )
-        if set(hyperparams) - {"gamma"}:
-            raise ValueError(f"{name} takes only gamma, got {sorted(hyperparams)}")
+        if set(hyperparams) - {"gamma", "device"}:  # device: TorchRL's, the target's own
+            raise ValueError(f"{name} takes only gamma (and device), got {sorted(hyperparams)}")
         self.gamma = float(hyperparams.get("gamma", self.gamma))
         return self
