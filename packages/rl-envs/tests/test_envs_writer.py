@@ -54,3 +54,24 @@ def test_bad_time_dim_is_refused_naming_it():
         RolloutWriter(template, 3, time_dim=2)
     with pytest.raises(ValueError, match="received time_dim=-1"):
         RolloutWriter(template, 3, time_dim=-1)
+
+
+@pytest.mark.parametrize("num_envs", [None, 3])
+def test_rollouts_name_their_time_dim_as_torchrl_does(num_envs):
+    # TorchRL's mark (refine_names(..., "time")), which the estimators read: on the writer's
+    # storage in either layout, and on EnvBase.rollout's [*B, T] view of a [T, *B] storage
+    kwargs = {} if num_envs is None else {"num_envs": num_envs}
+    env = GymEnv("CartPole-v1", **kwargs)
+    try:
+        env.set_seed(0)
+        out = env.rollout(4)
+        lead = [] if num_envs is None else [None]
+        assert out.names == [*lead, "time"] and out["next"].names == [*lead, "time"]
+        assert out.batch_size[-1] == 4
+        _, nxt = env.buffers()
+        for time_dim in range(len(lead) + 1):
+            writer = RolloutWriter(nxt, 5, time_dim=time_dim)
+            names = writer.storage.names
+            assert names[time_dim] == "time" and names.count("time") == 1
+    finally:
+        env.close()

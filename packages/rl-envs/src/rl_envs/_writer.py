@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from rl_profiling.layout import BatchLayout
+from rl_profiling.layout import TIME, BatchLayout
 from tensordict import TensorDictBase
 
 __all__ = ["RolloutWriter", "empty_cpu"]
@@ -142,6 +142,8 @@ class RolloutWriter:
             self.storage = template.apply(alloc, batch_size=batch)
         else:
             self.storage = template.apply(alloc, batch_size=batch, device=device)
+        # TorchRL's mark of the time dim, which the estimators read (any layout, any view)
+        self.storage.refine_names(*(TIME if d == time_dim else None for d in range(len(batch))))
 
     @property
     def layout(self) -> BatchLayout:

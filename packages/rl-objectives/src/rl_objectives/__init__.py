@@ -43,6 +43,7 @@ from rl_objectives.value import (
     TDLambdaEstimator,
     ValueEstimatorBase,
     VTrace,
+    marked_time_dim,
 )
 
 __version__ = "0.1.0"
@@ -85,4 +86,5 @@ __all__ = [
     "distance_loss",
     "group_optimizers",
     "make_update_step",
+    "marked_time_dim",
 ]

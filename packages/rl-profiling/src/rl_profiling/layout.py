@@ -16,7 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BatchLayout", "key_str"]
+__all__ = ["TIME", "BatchLayout", "key_str"]
+
+TIME = "time"
+"""The name of a batch's time dim, TorchRL's mark (``td.refine_names(..., "time")``): set by
+the storage rl-envs' ``RolloutWriter`` allocates, read by rl-objectives' estimators."""
 
 
 def key_str(key: Any) -> str:

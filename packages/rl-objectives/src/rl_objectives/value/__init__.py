@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from rl_objectives.value import functional
-from rl_objectives.value._estimator_base import ValueEstimatorBase
+from rl_objectives.value._estimator_base import ValueEstimatorBase, marked_time_dim
 from rl_objectives.value._estimators import (
     GAE,
     MultiAgentGAE,
@@ -23,4 +23,5 @@ __all__ = [
     "VTrace",
     "ValueEstimatorBase",
     "functional",
+    "marked_time_dim",
 ]

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 from rl_profiling import profiled_methods
+from rl_profiling.layout import TIME
 from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
@@ -16,7 +17,25 @@ from rl_objectives import _keys
 from rl_objectives._tensor_keys import KeyedModule, StepKeys, get_key
 from rl_objectives.value._checks import check_time_dim
 
-__all__ = ["ValueEstimatorBase"]
+__all__ = ["ValueEstimatorBase", "marked_time_dim"]
+
+
+def marked_time_dim(tensordict: TensorDictBase) -> int:
+    """The batch dim of ``tensordict`` named ``"time"``, else its last batch dim.
+
+    TorchRL's rule: a rollout or a collector's batch names its time dim ``"time"``, so an
+    estimator finds it wherever the batch put it; a TensorDict built by hand, with no
+    names, has time last (``[*B, T]``).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"r": torch.zeros(5, 2)}, [5, 2])
+        >>> marked_time_dim(td), marked_time_dim(td.refine_names("time", None))
+        (1, 0)
+    """
+    names = tensordict.names
+    return names.index(TIME) if TIME in names else tensordict.batch_dims - 1
 
 
 _KEYS = "set them with .set_keys(advantage=..., value_target=..., value=...)"
@@ -43,8 +62,9 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
         differentiable: keep the graph through the critic (targets are detached
             otherwise).
         skip_existing: do not re-run the critic where ``state_value`` is present.
-        time_dim: the batch dim of the TensorDict that is time; the last one when
-            ``None``.
+        time_dim: the batch dim of the TensorDict that is time. When ``None``, the dim
+            named ``"time"`` (TorchRL's mark, which ``EnvBase.rollout`` and the
+            collectors put on their batches: :func:`marked_time_dim`), else the last one.
         shifted: TorchRL's option, exact here: run the critic on the root only, and on
             ``"next"`` only where the next step's inputs are not the following root row's
             (the last step, and the steps after which a sub-env was reset); every other
@@ -183,7 +203,7 @@ class ValueEstimatorBase(KeyedModule, nn.Module):
                 f"got batch_size={tuple(tensordict.batch_size)}"
             )
         if self.time_dim is None:
-            return tensordict.batch_dims - 1
+            return marked_time_dim(tensordict)
         return check_time_dim(self.time_dim, tensordict.batch_dims)
 
     def _estimate(self, inputs: dict[str, torch.Tensor], time_dim: int):
