@@ -8,7 +8,7 @@ import copy
 
 import pytest
 import torch
-from rl_objectives import CrossQLoss, DDPGLoss, MissingKeyError, SACLoss, TD3Loss
+from rl_objectives import CrossQLoss, DDPGLoss, MissingKeyError, SACLoss, TD3BCLoss, TD3Loss
 from tensordict import TensorDict
 from tensordict.nn import (
     NormalParamExtractor,
@@ -64,6 +64,10 @@ def _td3():
     return TD3Loss(_deterministic_actor(), _critic(), bounds=(-1.0, 1.0), loss_function="l2")
 
 
+def _td3bc():
+    return TD3BCLoss(_deterministic_actor(), _critic(), bounds=(-1.0, 1.0), alpha=2.5)
+
+
 def _ddpg():
     return DDPGLoss(_deterministic_actor(), _critic())
 
@@ -79,6 +83,12 @@ def _crossq():
 
 def _td3_parts(loss, td):
     q, q_meta = loss.value_loss(td)
+    a, a_meta = loss.actor_loss(td)
+    return {"loss_qvalue": q, "loss_actor": a}, {**q_meta, **a_meta}
+
+
+def _td3bc_parts(loss, td):
+    q, q_meta = loss.qvalue_loss(td)
     a, a_meta = loss.actor_loss(td)
     return {"loss_qvalue": q, "loss_actor": a}, {**q_meta, **a_meta}
 
@@ -114,6 +124,11 @@ CASES = {
                 {"td_error", "next_state_value", "pred_value", "target_value",
                  "state_action_value_actor"},
                 ("next_state_value", "pred_value", "target_value", "state_action_value_actor")),
+    "TD3BCLoss": (_td3bc, _td3bc_parts,
+                  {"td_error", "next_state_value", "pred_value", "target_value",
+                   "state_action_value_actor", "bc_loss", "lmbd"},
+                  ("next_state_value", "pred_value", "target_value", "state_action_value_actor",
+                   "bc_loss", "lmbd")),
     "DDPGLoss": (_ddpg, _ddpg_parts,
                  {"td_error", "pred_value", "target_value", "pred_value_max",
                   "target_value_max"},
@@ -141,7 +156,7 @@ def test_each_part_equals_forwards_entry_on_the_same_seed(name):
         torch.testing.assert_close(meta[key].mean(), out[key], msg=key)
     assert all(not v.requires_grad for v in meta.values())
     # forward writes the priority; the parts give it in their metadata
-    td_error = meta["td_error"].amax(0) if name == "TD3Loss" else meta["td_error"]
+    td_error = meta["td_error"].amax(0) if name.startswith("TD3") else meta["td_error"]
     torch.testing.assert_close(td_error, td_forward["td_error"])
     written = set(td_parts.keys()) - set(_batch().keys())
     assert written == ({"td_error"} if name == "DDPGLoss" else set())  # TorchRL's rule

@@ -273,11 +273,15 @@ class ParallelEnv(_BatchedEnv):
         create_env_fn: Callable[..., EnvBase],
         create_env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         *,
+        serial_for_single: bool = False,
+        device: Any = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         num_sub_threads: int = 1,
         **torchrl_only: Any,
     ):
-        fns, kwargs = check_args(num_workers, create_env_fn, create_env_kwargs, torchrl_only)
+        # serial_for_single acted in __new__; check_args checks device
+        fns, kwargs = check_args(num_workers, create_env_fn, create_env_kwargs,
+                                 {**torchrl_only, "device": device})
         if not timeout > 0:
             raise ValueError(
                 f"timeout: expected a positive number of seconds, received {timeout!r}"

@@ -210,6 +210,9 @@ class TD3Loss(StackedCritics, OneStepTarget, LossModule):
         Raises:
             MissingKeyError: a needed key is absent.
         """
+        return self._value_loss(tensordict)
+
+    def _value_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
         target, next_value = self._target(tensordict)
         pred = self._qvalues(tensordict, self._get(tensordict, self.tensor_keys.action),
                              self.qvalue_network_params)

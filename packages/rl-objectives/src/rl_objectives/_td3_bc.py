@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
-from rl_objectives._loss_base import distance_loss
-from rl_objectives._one_step import act, reduce
+from rl_objectives._one_step import LossAndMetadata, act, reduce
 from rl_objectives._td3 import TD3Loss
 
 __all__ = ["TD3BCLoss"]
@@ -103,35 +102,41 @@ class TD3BCLoss(TD3Loss):
             raise ValueError(f"alpha must be >= 0, got {alpha!r}")
         self.alpha = float(alpha)
 
-    def forward(self, tensordict: TensorDictBase) -> TensorDict:
-        """Compute ``loss_actor`` (with the BC term) and ``loss_qvalue``; write ``td_error``.
+    def qvalue_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The critics' loss alone (TorchRL's ``TD3BCLoss.qvalue_loss``): TD3's
+        :meth:`~TD3Loss.value_loss`, the same metadata.
 
         Args:
-            tensordict: ``[*B]`` with the observation, the dataset ``action`` and
-                ``"next"`` (observation, ``reward``, ``done``, ``terminated``).
+            tensordict: as :meth:`forward`'s.
 
         Returns:
-            ``loss_actor``, ``loss_qvalue``, and detached ``bc_loss``, ``lmbd``,
-            ``pred_value``, ``state_action_value_actor``, ``next_state_value``,
-            ``target_value``.
+            ``(loss_qvalue, metadata)`` (``td_error``, ``next_state_value``,
+            ``pred_value``, ``target_value``, detached).
 
         Raises:
             MissingKeyError: a needed key is absent.
         """
-        keys = self.tensor_keys
-        target, next_value = self._target(tensordict)
-        data_action = self._get(tensordict, keys.action)
-        pred = self._qvalues(tensordict, data_action, self.qvalue_network_params)
-        tensordict.set(keys.priority, (pred.detach() - target).abs().amax(0))
-        loss_qvalue = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
-        action = self._get(act(self.actor_network, tensordict), keys.action)
+        return self._value_loss(tensordict)
+
+    def actor_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The actor's loss alone (TorchRL's ``TD3BCLoss.actor_loss``):
+        ``-lmbd Q_1(s, mu(s)) + |mu(s) - a|^2``, ``lmbd = alpha / mean|Q_1|`` (detached).
+
+        Args:
+            tensordict: ``[*B]`` with the actor's inputs and the dataset ``action``.
+
+        Returns:
+            ``(loss_actor, metadata)``: detached ``state_action_value_actor`` and
+            ``bc_loss`` (``[*B]``) and ``lmbd``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
+        data_action = self._get(tensordict, self.tensor_keys.action)
+        action = self._get(act(self.actor_network, tensordict), self.tensor_keys.action)
         q_actor = self._qvalues(tensordict, action, self.qvalue_network_params[:1].detach())[0]
         lmbd = self.alpha / q_actor.abs().mean().detach().clamp_min(1e-8)
         bc = (action - data_action).pow(2).flatten(tensordict.batch_dims).mean(-1)
-        return TensorDict({
-            "loss_actor": reduce(-lmbd * q_actor + bc, self.reduction),
-            "loss_qvalue": reduce(loss_qvalue, self.reduction),
-            "bc_loss": bc.detach().mean(), "lmbd": lmbd,
-            "pred_value": pred.detach().mean(), "state_action_value_actor": q_actor.detach().mean(),
-            "next_state_value": next_value.mean(), "target_value": target.mean(),
-        }, batch_size=[])
+        return reduce(-lmbd * q_actor + bc, self.reduction), {
+            "state_action_value_actor": q_actor.detach(), "bc_loss": bc.detach(), "lmbd": lmbd,
+        }
