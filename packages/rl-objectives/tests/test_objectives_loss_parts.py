@@ -8,7 +8,15 @@ import copy
 
 import pytest
 import torch
-from rl_objectives import CrossQLoss, DDPGLoss, MissingKeyError, SACLoss, TD3BCLoss, TD3Loss
+from rl_objectives import (
+    CrossQLoss,
+    DDPGLoss,
+    DiscreteSACLoss,
+    MissingKeyError,
+    SACLoss,
+    TD3BCLoss,
+    TD3Loss,
+)
 from tensordict import TensorDict
 from tensordict.nn import (
     NormalParamExtractor,
@@ -58,6 +66,22 @@ def _batch(seed=0):
                  "done": (torch.arange(B) % 4 == 0).unsqueeze(-1),
                  "terminated": (torch.arange(B) % 8 == 0).unsqueeze(-1)},
     }, [B])
+
+
+def _discrete_batch(seed=0):
+    td = _batch(seed)
+    td["action"] = torch.arange(B) % 3
+    return td
+
+
+def _discrete_sac():
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(torch.nn.Linear(OBS, 3), ["observation"], ["logits"]),
+        ProbabilisticTensorDictModule(["logits"], ["action"],
+                                      distribution_class=torch.distributions.Categorical),
+    )
+    q = TensorDictModule(torch.nn.Linear(OBS, 3), ["observation"], ["action_value"])
+    return DiscreteSACLoss(actor, q, action_space="categorical")
 
 
 def _td3():
@@ -110,6 +134,13 @@ def _sac_parts(loss, td):
     return losses, {**q_meta, **a_meta}
 
 
+def _discrete_sac_parts(loss, td):
+    q, q_meta = loss.qvalue_loss(td)
+    a, a_meta = loss.actor_loss(td)
+    return {"loss_qvalue": q, "loss_actor": a,
+            "loss_alpha": loss.alpha_loss(a_meta["log_prob"]).mean()}, {**q_meta, **a_meta}
+
+
 def _crossq_parts(loss, td):
     q, q_meta = loss.qvalue_loss(td)
     a, a_meta = loss.actor_loss(td)
@@ -135,7 +166,9 @@ CASES = {
                  ("pred_value", "target_value")),
     "SACLoss": (_sac, _sac_parts, {"td_error", "log_prob"}, ()),
     "CrossQLoss": (_crossq, _crossq_parts, {"td_error", "log_prob"}, ()),
+    "DiscreteSACLoss": (_discrete_sac, _discrete_sac_parts, {"td_error", "log_prob"}, ()),
 }
+BATCHES = {"DiscreteSACLoss": _discrete_batch}
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -144,7 +177,8 @@ def test_each_part_equals_forwards_entry_on_the_same_seed(name):
     torch.manual_seed(0)
     loss = build()
     twin = copy.deepcopy(loss)  # CrossQ's batch norm statistics move on each pass
-    td_forward, td_parts = _batch(), _batch()
+    batch = BATCHES.get(name, _batch)
+    td_forward, td_parts = batch(), batch()
     torch.manual_seed(1)
     out = loss(td_forward)
     torch.manual_seed(1)
@@ -180,7 +214,7 @@ def test_each_part_moves_only_its_own_parameters(name):
     build, parts, _, _ = CASES[name]
     torch.manual_seed(0)
     loss = build()
-    losses, _ = parts(loss, _batch())
+    losses, _ = parts(loss, BATCHES.get(name, _batch)())
     owner = {"loss_actor": "actor", "loss_qvalue": "critic", "loss_alpha": "alpha",
              "loss_value": "critic" if name == "DDPGLoss" else "value"}
     groups = _groups(loss)

@@ -15,6 +15,7 @@ from rl_objectives import _keys
 from rl_objectives._ensemble import vmap_call
 from rl_objectives._loss_base import distance_loss
 from rl_objectives._one_step import (
+    LossAndMetadata,
     apply_torchrl_options,
     check_reduction,
     reduce,
@@ -193,6 +194,9 @@ class DiscreteSACLoss(SACLoss):
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """Compute the loss terms and write ``td_error`` into ``tensordict``.
 
+        The terms of :meth:`qvalue_loss`, :meth:`actor_loss` and :meth:`alpha_loss`, the
+        critics run once for both of the first two.
+
         Args:
             tensordict: ``[*B]`` with the observation, ``action`` (index or one-hot) and
                 ``"next"`` (observation, ``reward``, ``done``, ``terminated``).
@@ -203,22 +207,52 @@ class DiscreteSACLoss(SACLoss):
         Raises:
             MissingKeyError: a needed key is absent.
         """
-        keys, alpha = self.tensor_keys, self.alpha
+        alpha = self.alpha
+        loss_qvalue, td_error, values = self._q_and_values(tensordict, alpha)
+        tensordict.set(self.tensor_keys.priority, td_error)
+        loss_actor, neg_entropy = self._actor_terms(tensordict, alpha, values.detach().amin(0))
+        return TensorDict({
+            "loss_actor": reduce(loss_actor, self.reduction),
+            "loss_qvalue": reduce(loss_qvalue, self.reduction),
+            "loss_alpha": reduce(self._alpha_terms(neg_entropy), self.reduction),
+            "alpha": alpha, "entropy": -neg_entropy.mean(),
+        }, batch_size=[])
+
+    def qvalue_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The critics' loss alone (TorchRL's ``DiscreteSACLoss.qvalue_loss``).
+
+        Args:
+            tensordict: as :meth:`forward`'s; not written to.
+
+        Returns:
+            ``(loss_qvalue, {"td_error": max_i |Q_i(s, a) - y|})``, detached, ``[*B]``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
+        loss, td_error = self._qvalue_terms(tensordict, self.alpha)
+        return reduce(loss, self.reduction), {"td_error": td_error}
+
+    def _q_and_values(self, tensordict: TensorDictBase, alpha: torch.Tensor):
+        """Per-sample ``sum_i d(Q_i(s, a), y)``, ``max_i |Q_i - y|`` and ``Q_i(s, .)``."""
         target = self._soft_target(tensordict, alpha)
         values = self._action_values(tensordict, self.qvalue_network_params)
         if self._target_entropy is None:
             self._target_entropy = self._auto_entropy(values.shape[-1])
-        pred = self._chosen(values, self._get(tensordict, keys.action))
-        tensordict.set(keys.priority, (pred.detach() - target).abs().amax(0))
-        loss_qvalue = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
-        logp = self._log_probs(tensordict)
+        pred = self._chosen(values, self._get(tensordict, self.tensor_keys.action))
+        loss = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
+        return loss, (pred.detach() - target).abs().amax(0), values
+
+    def _qvalue_terms(self, td: TensorDictBase, alpha: torch.Tensor):
+        return self._q_and_values(td, alpha)[:2]
+
+    def _actor_terms(self, td: TensorDictBase, alpha: torch.Tensor, min_q=None):
+        """Per-sample ``sum_a p(a) (alpha log p(a) - min_i Q_i(s, a))`` (critics detached)
+        and ``sum_a p(a) log p(a)`` (TorchRL's ``log_prob`` metadata), detached."""
+        logp = self._log_probs(td)
+        if self._target_entropy is None:
+            self._target_entropy = self._auto_entropy(logp.shape[-1])
+        if min_q is None:
+            min_q = self._action_values(td, self.qvalue_network_params.detach()).amin(0)
         probs = logp.exp()
-        loss_actor = (probs * (alpha * logp - values.detach().amin(0))).sum(-1)
-        neg_entropy = (probs * logp).sum(-1).detach()
-        loss_alpha = -self.log_alpha * (neg_entropy + self._target_entropy)
-        return TensorDict({
-            "loss_actor": reduce(loss_actor, self.reduction),
-            "loss_qvalue": reduce(loss_qvalue, self.reduction),
-            "loss_alpha": reduce(loss_alpha, self.reduction),
-            "alpha": alpha, "entropy": -neg_entropy.mean(),
-        }, batch_size=[])
+        return (probs * (alpha * logp - min_q)).sum(-1), (probs * logp).sum(-1).detach()
