@@ -12,6 +12,7 @@ from rl_objectives import (
     CrossQLoss,
     DDPGLoss,
     DiscreteSACLoss,
+    IQLLoss,
     MissingKeyError,
     SACLoss,
     TD3BCLoss,
@@ -101,6 +102,11 @@ def _sac():
     return SACLoss(_stochastic_actor(), _critic(), value, delay_actor=True)
 
 
+def _iql():
+    value = TensorDictModule(torch.nn.Linear(OBS, 1), ["observation"], ["state_value"])
+    return IQLLoss(_stochastic_actor(), _critic(), value, expectile=0.7, temperature=3.0)
+
+
 def _crossq():
     return CrossQLoss(_stochastic_actor(), _critic(norm=True))
 
@@ -141,6 +147,14 @@ def _discrete_sac_parts(loss, td):
             "loss_alpha": loss.alpha_loss(a_meta["log_prob"]).mean()}, {**q_meta, **a_meta}
 
 
+def _iql_parts(loss, td):
+    v, v_meta = loss.value_loss(td)
+    a, a_meta = loss.actor_loss(td)
+    q, q_meta = loss.qvalue_loss(td)
+    assert v_meta == a_meta == {}
+    return {"loss_value": v, "loss_actor": a, "loss_qvalue": q}, q_meta
+
+
 def _crossq_parts(loss, td):
     q, q_meta = loss.qvalue_loss(td)
     a, a_meta = loss.actor_loss(td)
@@ -167,6 +181,7 @@ CASES = {
     "SACLoss": (_sac, _sac_parts, {"td_error", "log_prob"}, ()),
     "CrossQLoss": (_crossq, _crossq_parts, {"td_error", "log_prob"}, ()),
     "DiscreteSACLoss": (_discrete_sac, _discrete_sac_parts, {"td_error", "log_prob"}, ()),
+    "IQLLoss": (_iql, _iql_parts, {"td_error"}, ()),
 }
 BATCHES = {"DiscreteSACLoss": _discrete_batch}
 
@@ -190,7 +205,8 @@ def test_each_part_equals_forwards_entry_on_the_same_seed(name):
         torch.testing.assert_close(meta[key].mean(), out[key], msg=key)
     assert all(not v.requires_grad for v in meta.values())
     # forward writes the priority; the parts give it in their metadata
-    td_error = meta["td_error"].amax(0) if name.startswith("TD3") else meta["td_error"]
+    per_critic = name.startswith("TD3") or name == "IQLLoss"
+    td_error = meta["td_error"].amax(0) if per_critic else meta["td_error"]
     torch.testing.assert_close(td_error, td_forward["td_error"])
     written = set(td_parts.keys()) - set(_batch().keys())
     assert written == ({"td_error"} if name == "DDPGLoss" else set())  # TorchRL's rule

@@ -14,6 +14,7 @@ from rl_objectives import _keys
 from rl_objectives._ensemble import StackedCritics, stack_copies
 from rl_objectives._loss_base import LossModule, distance_loss
 from rl_objectives._one_step import (
+    LossAndMetadata,
     OneStepTarget,
     apply_torchrl_options,
     check_module,
@@ -189,6 +190,9 @@ class IQLLoss(StackedCritics, OneStepTarget, LossModule):
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """Compute the three loss terms; write ``td_error`` into ``tensordict``.
 
+        The terms of :meth:`value_loss`, :meth:`actor_loss` and :meth:`qvalue_loss`, the
+        target critics and ``V(s)`` run once for the first two.
+
         Args:
             tensordict: ``[*B]`` with the observation, the dataset ``action`` and
                 ``"next"`` (observation, ``reward``, ``done``, ``terminated``).
@@ -199,30 +203,87 @@ class IQLLoss(StackedCritics, OneStepTarget, LossModule):
         Raises:
             MissingKeyError: a needed key is absent.
         """
-        keys = self.tensor_keys
-        action = self._get(tensordict, keys.action)
-        with torch.no_grad():
-            q_target = self._qvalues(tensordict, action,
-                                     self.target_qvalue_network_params).amin(0)
+        action = self._get(tensordict, self.tensor_keys.action)
+        q_target = self._target_q(tensordict, action)
         value = self._state_value(tensordict)
         loss_value = expectile_loss(q_target - value, self.expectile)
-        advantage = (q_target - value.detach())
-        weight = torch.exp(self.temperature * advantage).clamp(max=_MAX_WEIGHT)
-        log_prob = _log_prob(self.actor_network, tensordict, action)
-        loss_qvalue = self._qvalue_loss(tensordict, action)
+        loss_actor, log_prob = self._actor_terms(tensordict, action, q_target - value.detach())
+        loss_qvalue, td_error = self._qvalue_terms(tensordict, action)
+        tensordict.set(self.tensor_keys.priority, td_error.amax(0))
         return TensorDict({
-            "loss_actor": reduce(-weight * log_prob, self.reduction),
+            "loss_actor": reduce(loss_actor, self.reduction),
             "loss_qvalue": reduce(loss_qvalue, self.reduction),
             "loss_value": reduce(loss_value, self.reduction),
-            "entropy": -log_prob.detach().mean(),
+            "entropy": -log_prob.mean(),
         }, batch_size=[])
 
-    def _qvalue_loss(self, tensordict: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
-        """``sum_i d(Q_i(s, a), r + gamma (1 - m) V(s'))`` per sample, ``[*B]``."""
+    def value_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """``V``'s expectile loss alone (TorchRL's ``IQLLoss.value_loss``).
+
+        Args:
+            tensordict: ``[*B]`` with the observation and the dataset ``action``.
+
+        Returns:
+            ``(loss_value, {})``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
+        action = self._get(tensordict, self.tensor_keys.action)
+        diff = self._target_q(tensordict, action) - self._state_value(tensordict)
+        return reduce(expectile_loss(diff, self.expectile), self.reduction), {}
+
+    def actor_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The advantage-weighted actor loss alone (TorchRL's ``IQLLoss.actor_loss``).
+
+        Args:
+            tensordict: ``[*B]`` with the observation and the dataset ``action``.
+
+        Returns:
+            ``(loss_actor, {})``; ``V`` and the critics are not moved by it.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
+        action = self._get(tensordict, self.tensor_keys.action)
+        with torch.no_grad():
+            advantage = self._target_q(tensordict, action) - self._state_value(tensordict)
+        return reduce(self._actor_terms(tensordict, action, advantage)[0], self.reduction), {}
+
+    def qvalue_loss(self, tensordict: TensorDictBase) -> LossAndMetadata:
+        """The critics' loss alone (TorchRL's ``IQLLoss.qvalue_loss``); the input is not
+        written to.
+
+        Args:
+            tensordict: as :meth:`forward`'s.
+
+        Returns:
+            ``(loss_qvalue, {"td_error": |Q_i - y|})``, detached, ``[num_qvalue_nets, *B]``.
+
+        Raises:
+            MissingKeyError: a needed key is absent.
+        """
+        action = self._get(tensordict, self.tensor_keys.action)
+        loss, td_error = self._qvalue_terms(tensordict, action)
+        return reduce(loss, self.reduction), {"td_error": td_error}
+
+    @torch.no_grad()
+    def _target_q(self, tensordict: TensorDictBase, action: torch.Tensor) -> torch.Tensor:
+        return self._qvalues(tensordict, action, self.target_qvalue_network_params).amin(0)
+
+    def _actor_terms(self, tensordict: TensorDictBase, action: torch.Tensor,
+                     advantage: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-sample ``-exp(beta A) log pi(a|s)`` and the detached log-prob."""
+        weight = torch.exp(self.temperature * advantage).clamp(max=_MAX_WEIGHT)
+        log_prob = _log_prob(self.actor_network, tensordict, action)
+        return -weight * log_prob, log_prob.detach()
+
+    def _qvalue_terms(self, tensordict: TensorDictBase, action: torch.Tensor):
+        """``sum_i d(Q_i(s, a), r + gamma (1 - m) V(s'))`` and ``|Q_i - y|`` per sample."""
         nxt, reward, terminated = reward_terminated(self, tensordict)
         with torch.no_grad():
             target = td0_return_estimate(self.gamma, self._state_value(nxt), reward,
                                          terminated)
         pred = self._qvalues(tensordict, action, self.qvalue_network_params)
-        tensordict.set(self.tensor_keys.priority, (pred.detach() - target).abs().amax(0))
-        return distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
+        loss = distance_loss(pred, target.expand_as(pred), self.loss_function).sum(0)
+        return loss, (pred.detach() - target).abs()
