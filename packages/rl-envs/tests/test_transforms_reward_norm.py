@@ -131,3 +131,25 @@ def test_normalize_reward_errors():
         TransformedEnv(PixelEnv(2, (4, 4, 3)), NormalizeReward(in_keys=["observation"]))
     with pytest.raises(SpecError, match="'reward2' is neither an observation nor a reward key"):
         TransformedEnv(GymEnv("Pendulum-v1", num_envs=2), NormalizeReward(in_keys=["reward2"]))
+
+
+def test_the_one_env_step_is_the_numpy_path_bit_for_bit():
+    """One sub-env with a scalar reward takes Python floats (``_step_one``): the same
+    statistics, return and scale, bit for bit, as the numpy path (``_merge``)."""
+    from rl_envs._transforms_reward_norm import _merge, _step_one
+
+    rng = np.random.default_rng(0)
+    for event in ((), (1,)):  # a reward [1] or [1, 1] (the env's reward spec [*B, 1])
+        fast = [np.zeros((1, *event)), np.zeros(event), np.ones(event), np.full((), 1e-4),
+                np.ones(event, np.float32)]
+        slow = [a.copy() for a in fast]
+        for reward in rng.normal(0.0, 3.0, size=200).astype(np.float32):
+            r = np.full((1, *event), reward)
+            _step_one(fast[0], r, 0.99, 1e-8, *fast[1:])
+            g, mean, var, count, scale = slow
+            np.multiply(g, 0.99, out=g)
+            np.add(g, r, out=g)
+            _merge(mean, var, count, g.reshape(-1, *event))
+            np.divide(1.0, np.sqrt(var + 1e-8), out=scale, casting="unsafe")
+            for a, b in zip(fast, slow, strict=True):
+                assert a.tobytes() == b.tobytes()
