@@ -278,3 +278,17 @@ def test_torchrl_script_surface_params_and_value_estimator_device():
     assert crossq.make_value_estimator(gamma=0.9, device="cpu") is crossq and crossq.gamma == 0.9
     with pytest.raises(ValueError, match=r"takes only gamma \(and device\), got \['lmbda'\]"):
         crossq.make_value_estimator(lmbda=0.9)
+
+
+def test_sac_parts_are_refused_where_they_would_compute_sacs_terms():
+    from rl_objectives import CQLLoss, REDQLoss
+
+    for loss in (REDQLoss(_stochastic_actor(), _critic(), num_qvalue_nets=3),
+                 CQLLoss(_stochastic_actor(), _critic())):
+        name = type(loss).__name__
+        for method in ("qvalue_v2_loss", "actor_loss", "value_loss"):
+            with pytest.raises(NotImplementedError, match=rf"{name}.{method}: SACLoss's"):
+                getattr(loss, method)(_batch())
+        with pytest.raises(NotImplementedError, match=rf"{name}.alpha_loss"):
+            loss.alpha_loss(torch.zeros(B))
+        assert set(loss(_batch()).keys()) >= {"loss_actor", "loss_qvalue"}  # forward works

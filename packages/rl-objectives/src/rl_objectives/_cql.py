@@ -11,7 +11,7 @@ from tensordict.nn import TensorDictModuleBase
 from torch import nn
 
 from rl_objectives._loss_base import distance_loss
-from rl_objectives._one_step import check_reduction, reduce, reward_terminated
+from rl_objectives._one_step import check_reduction, not_a_part, reduce, reward_terminated
 from rl_objectives._sac import SACLoss
 from rl_objectives._td3 import _bounds
 from rl_objectives.value._td import td0_return_estimate
@@ -115,6 +115,10 @@ class CQLLoss(SACLoss):
         ['alpha', 'entropy', 'loss_actor', 'loss_actor_bc', 'loss_alpha', 'loss_alpha_prime',
          'loss_cql', 'loss_qvalue']
     """
+
+    # SACLoss's per-part methods would compute SAC's terms, not this loss's
+    qvalue_v2_loss, actor_loss = not_a_part("qvalue_v2_loss"), not_a_part("actor_loss")
+    alpha_loss, value_loss = not_a_part("alpha_loss"), not_a_part("value_loss")
 
     def __init__(
         self,

@@ -20,6 +20,7 @@ __all__ = [
     "act",
     "check_module",
     "check_reduction",
+    "not_a_part",
     "reduce",
     "reward_terminated",
 ]
@@ -71,6 +72,22 @@ def check_module(name: str, net: Any, *, probabilistic: bool = False) -> None:
             f"{name} must be probabilistic (have get_dist(tensordict), e.g. a "
             f"ProbabilisticTensorDictSequential), got {type(net).__name__}"
         )
+
+
+def not_a_part(name: str) -> Any:
+    """A method ``name`` that refuses: SACLoss's per-part methods on a subclass whose terms
+    differ (REDQ, CQL), where inheriting them would silently compute SAC's terms."""
+
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+        owner = type(self).__name__
+        raise NotImplementedError(
+            f"{owner}.{name}: SACLoss's per-part method does not compute {owner}'s terms "
+            "(TorchRL's has no counterpart here); call the loss and use its loss_* entries"
+        )
+
+    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__doc__ = f"Not available on this loss (raises ``NotImplementedError``): ``{name}``."
+    return refuse
 
 
 def apply_torchrl_options(loss: Any, options: dict[str, Any],

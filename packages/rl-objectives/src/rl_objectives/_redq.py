@@ -12,6 +12,7 @@ from rl_objectives._loss_base import distance_loss
 from rl_objectives._one_step import (
     apply_torchrl_options,
     check_reduction,
+    not_a_part,
     reduce,
     reward_terminated,
 )
@@ -87,6 +88,10 @@ class REDQLoss(SACLoss):
         >>> loss.qvalue_network_params.batch_size, out["loss_qvalue"].shape
         (torch.Size([5]), torch.Size([]))
     """
+
+    # SACLoss's per-part methods would compute SAC's terms, not this loss's
+    qvalue_v2_loss, actor_loss = not_a_part("qvalue_v2_loss"), not_a_part("actor_loss")
+    alpha_loss, value_loss = not_a_part("alpha_loss"), not_a_part("value_loss")
 
     def __init__(
         self,
