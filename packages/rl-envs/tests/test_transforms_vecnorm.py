@@ -207,3 +207,24 @@ def test_vecnorm_shared_by_parallel_env_workers():
     mean, std = t.mean_std()
     assert torch.isfinite(mean).all() and (std > 0).all()
     assert data["observation"].shape == (2, 2, 20, 4)
+
+
+@pytest.mark.parametrize("decay", [1.0, 0.99])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_vecnorm_numpy_update_is_the_generic_sums_bit_for_bit(decay, rows):
+    """The numpy update's shortcuts (no multiply by a decay of 1, one row added as is) give
+    the same bits as scaling by the decay and summing the rows."""
+    from rl_envs._transforms_vecnorm import _NumpyStats
+
+    rng = np.random.default_rng(1)
+    s, q, c = np.zeros(5), np.zeros(5), np.zeros(())
+    stats = _NumpyStats(s, q, c, torch.float32)
+    want = [np.zeros(5), np.zeros(5), np.zeros(())]
+    for _ in range(50):
+        x = rng.normal(0.0, 2.0, size=(rows, 5)).astype(np.float32)
+        stats.update(x, decay)
+        flat = x.astype(np.float64)
+        want = [want[0] * decay + np.add.reduce(flat, 0),
+                want[1] * decay + np.add.reduce(np.square(flat), 0), want[2] * decay + rows]
+        for got, ref in zip((s, q, c), want, strict=True):
+            assert got.tobytes() == np.asarray(ref, dtype=np.float64).tobytes()

@@ -319,11 +319,16 @@ class _NumpyStats:
     def update(self, x: np.ndarray, decay: float) -> None:
         """``VecNorm._update`` of ``x`` (``[*batch, *event]``)."""
         flat = x.reshape(-1, *self.s.shape).astype(np.float64)
-        self.s *= decay
-        self.s += np.add.reduce(flat, 0)
-        self.q *= decay
-        self.q += np.add.reduce(np.square(flat), 0)
-        self.c *= decay
+        if decay != 1.0:  # x * 1.0 is x: cumulative statistics skip three calls a step
+            self.s *= decay
+            self.q *= decay
+            self.c *= decay
+        if flat.shape[0] == 1:  # one sub-env: the sum over one row is that row
+            self.s += flat[0]
+            self.q += np.square(flat[0])
+        else:
+            self.s += np.add.reduce(flat, 0)
+            self.q += np.add.reduce(np.square(flat), 0)
         self.c += flat.shape[0]
 
     def refresh(self, eps: float) -> None:
