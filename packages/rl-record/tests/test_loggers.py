@@ -147,3 +147,31 @@ def test_get_logger_types_and_bad_type(tmp_path: Path) -> None:
     assert generate_exp_name("a", "b") != generate_exp_name("a", "b")
     with pytest.raises(LoggerInputError, match="run-\\*.wandb"):
         read_wandb_history(tmp_path)
+
+
+def test_log_metrics_logs_each_scalar_at_one_step(tmp_path: Path) -> None:
+    # TorchRL's sota scripts log a dict of metrics (tensors among them) per iteration
+    from tensordict import TensorDict
+
+    with CSVLogger("exp", log_dir=tmp_path) as logger:
+        out = logger.log_metrics({"train/q_loss": torch.tensor(0.5), "time/speed": 12.0,
+                                  "time/rate": None}, 100)  # None: no measurement yet
+        assert out == {"train/q_loss": 0.5, "time/speed": 12.0}
+        logger.log_metrics(TensorDict({"eval": {"reward": torch.tensor(-3.0)}}), step=200)
+    root = tmp_path / "exp" / "scalars"
+    assert (root / "train/q_loss.csv").read_text() == "100,0.5\n"
+    assert (root / "time/speed.csv").read_text() == "100,12.0\n"
+    assert (root / "eval/reward.csv").read_text() == "200,-3.0\n"
+    assert not (root / "time/rate.csv").exists()
+
+
+def test_csv_rows_logged_just_before_exit_without_close_are_written(tmp_path: Path) -> None:
+    # TorchRL's sota scripts never close their logger; the last rows (inside flush_secs)
+    # were lost at exit
+    import subprocess
+    import sys
+
+    code = ("import sys; from rl_record import CSVLogger; "
+            "CSVLogger('exp', log_dir=sys.argv[1]).log_metrics({'eval/reward': -1.5}, 7)")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=120)
+    assert (tmp_path / "exp/scalars/eval/reward.csv").read_text() == "7,-1.5\n"

@@ -176,6 +176,28 @@ class Logger(abc.ABC):
     def log_histogram(self, name: str, data: Any, **kwargs: Any) -> None:
         """Log a histogram of ``data`` (``step=`` and ``bins=`` as keywords)."""
 
+    def log_metrics(self, metrics: Any, step: int | None = None, *,
+                    keys_sep: str = "/") -> dict[str, Any]:
+        """Log several scalars at ``step`` (TorchRL's ``log_metrics``).
+
+        Args:
+            metrics: a mapping name -> scalar, or a TensorDict (nested keys joined with
+                ``keys_sep``); one-element tensors become Python numbers, ``None`` (no
+                measurement yet, e.g. tqdm's first ``rate``) is skipped.
+            step: the step of every metric.
+            keys_sep: the separator of a TensorDict's nested keys.
+
+        Returns:
+            The logged ``{name: number}``.
+        """
+        if hasattr(metrics, "flatten_keys"):  # a TensorDict, without importing tensordict
+            metrics = metrics.flatten_keys(keys_sep)
+        safe = {str(name): value.item() if isinstance(value, torch.Tensor) else value
+                for name, value in metrics.items() if value is not None}
+        for name, value in safe.items():
+            self.log_scalar(name, value, step)
+        return safe
+
     def add_scalar(self, tag: str, scalar_value: Any, global_step: int | None = None) -> None:
         """``SummaryWriter.add_scalar``'s name for :meth:`log_scalar` (CleanRL-style scripts
         keep their calls)."""

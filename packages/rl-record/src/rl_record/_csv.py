@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import weakref
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,6 +27,25 @@ from rl_record.exceptions import LoggerInputError
 __all__ = ["CSVLogger"]
 
 VIDEO_FORMATS = ("pt", "mp4")
+
+
+def _write_rows(pending: dict[str, list[str]], files: dict[str, IO[str]], root: Path,
+                close: bool = False) -> None:
+    """Append the buffered rows to their files (opened once, kept in ``files``); ``close``
+    closes the files after (the logger is gone)."""
+    for name, rows in pending.items():
+        handle = files.get(name)
+        if handle is None:
+            path = root / f"{name}.csv"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = files[name] = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        handle.write("".join(rows))
+        handle.flush()
+    pending.clear()
+    if close:
+        for handle in files.values():
+            handle.close()
+        files.clear()
 
 
 class CSVLogger(Logger):
@@ -71,6 +91,9 @@ class CSVLogger(Logger):
         self._files: dict[str, IO[str]] = {}
         self._last_flush = time.monotonic()
         super().__init__(exp_name, log_dir if log_dir is not None else "csv_logs")
+        # a script that never calls close() (TorchRL's sota scripts) keeps its last rows:
+        # written when the logger is collected or at exit
+        weakref.finalize(self, _write_rows, self._pending, self._files, self.root, True)
 
     def _create_experiment(self) -> Path:
         return ensure_dir(Path(self.log_dir) / self.exp_name)
@@ -87,15 +110,7 @@ class CSVLogger(Logger):
 
     def flush(self) -> None:
         """Write the buffered rows to their files."""
-        for name, rows in self._pending.items():
-            handle = self._files.get(name)
-            if handle is None:
-                path = self.root / f"{name}.csv"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                handle = self._files[name] = open(path, "a", encoding="utf-8")  # noqa: SIM115
-            handle.write("".join(rows))
-            handle.flush()
-        self._pending = {}
+        _write_rows(self._pending, self._files, self.root)
         self._last_flush = time.monotonic()
 
     def log_scalar(self, name: str, value: Any, step: int | None = None) -> None:
@@ -147,4 +162,4 @@ class CSVLogger(Logger):
         self.flush()
         for handle in self._files.values():
             handle.close()
-        self._files = {}
+        self._files.clear()
