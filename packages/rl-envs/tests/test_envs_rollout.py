@@ -4,6 +4,7 @@ the primer's reset value."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from rl_envs import GymEnv, TensorDictPrimer, TransformedEnv, Unbounded, carry_pairs, carry_state
 from tensordict import TensorDict
@@ -61,3 +62,32 @@ def test_rollout_does_not_write_into_the_given_tensordict() -> None:
     env.close()
     assert torch.equal(given["g"], torch.zeros(2, 1))
     assert data["g"][:, 0, 0].tolist() == [0.0, 0.0]
+
+
+def _linear_policy(device: str) -> torch.nn.Module:
+    from tensordict.nn import TensorDictModule
+
+    torch.manual_seed(3)
+    return TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["action"]).to(device)
+
+
+def test_rollout_auto_cast_to_device_is_a_no_op_on_one_device_and_checks_its_type() -> None:
+    data = {}
+    for cast in (False, True):
+        env = GymEnv("Pendulum-v1")
+        env.set_seed(0)
+        data[cast] = env.rollout(5, _linear_policy("cpu"), auto_cast_to_device=cast)
+        env.close()
+    assert torch.equal(data[False]["action"], data[True]["action"])
+    assert torch.equal(data[False]["next", "observation"], data[True]["next", "observation"])
+    with GymEnv("Pendulum-v1") as env, pytest.raises(ValueError, match="auto_cast_to_device"):
+        env.rollout(2, _linear_policy("cpu"), auto_cast_to_device="yes")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="the policy's device must differ from the env's: needs a CUDA device")
+def test_rollout_auto_cast_to_device_runs_a_cuda_policy_on_a_cpu_env() -> None:
+    with GymEnv("Pendulum-v1") as env:
+        data = env.rollout(5, _linear_policy("cuda"), auto_cast_to_device=True)
+    assert data["action"].device.type == "cpu" and data["action"].shape == (5, 1)

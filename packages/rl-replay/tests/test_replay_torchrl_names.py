@@ -144,3 +144,41 @@ def test_a_tensorclass_comes_back_as_itself() -> None:
         buffer.extend(Other(images=torch.zeros(1, 2, 3, dtype=torch.int64),
                             labels=torch.zeros(1, dtype=torch.int64), batch_size=[1]))
     assert len(buffer) == 11
+
+
+def test_append_and_insert_transform_apply_in_order_on_samples_only() -> None:
+    """TorchRL's ``append_transform`` / ``insert_transform``: each returns the buffer, the
+    transforms run in order on samples (and on ``rb[i]``), the stored rows stay as written;
+    ``invert=True`` and a non-callable are refused by name."""
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(8), batch_size=3,
+                                    transform=lambda td: td.set("x", td["x"] + 1))
+    buffer.extend(TensorDict(x=torch.zeros(4), batch_size=[4]))
+    assert buffer.append_transform(lambda td: td.set("x", td["x"] * 10)) is buffer
+    assert buffer.insert_transform(0, lambda td: td.set("x", td["x"] - 5)) is buffer
+    assert buffer.sample()["x"].tolist() == [-40.0] * 3  # ((0 - 5) + 1) * 10
+    assert buffer[0]["x"].item() == -40.0
+    assert buffer.storage.get(torch.arange(4))["x"].tolist() == [0.0] * 4
+    with pytest.raises(ValueError, match="append_transform: invert=True"):
+        buffer.append_transform(lambda td: td, invert=True)
+    with pytest.raises(TypeError, match="insert_transform: transform: expected a callable"):
+        buffer.insert_transform(0, 3)
+    assert buffer.sample()["x"].tolist() == [-40.0] * 3  # a refused call changed nothing
+
+
+def test_pin_memory_false_is_accepted_and_true_needs_cuda() -> None:
+    buffer = ReplayBuffer(storage=LazyTensorStorage(4), batch_size=2, pin_memory=False)
+    buffer.extend(torch.arange(4.0))
+    assert buffer.sample().shape == (2,)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="pin_memory: True pins each sample"):
+            ReplayBuffer(storage=LazyTensorStorage(4), pin_memory=True)
+    with pytest.raises(ValueError, match="pin_memory: expected a bool"):
+        ReplayBuffer(storage=LazyTensorStorage(4), pin_memory="yes")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs a CUDA device")
+def test_pin_memory_true_pins_samples() -> None:
+    buffer = ReplayBuffer(storage=LazyTensorStorage(4), batch_size=2, pin_memory=True)
+    buffer.extend(torch.arange(4.0))
+    assert buffer.sample().is_pinned()

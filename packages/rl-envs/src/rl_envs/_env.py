@@ -14,7 +14,7 @@ from rl_envs._composite import Composite
 from rl_envs._env_specs import EnvSpecSurface
 from rl_envs._keys import DONE, DONE_KEYS, NEXT, RESET, REWARD
 from rl_envs._resets import reset_where
-from rl_envs._rollout import run_rollout
+from rl_envs._rollout import device_cast, run_rollout
 from rl_envs._simple_pair import fast_reset_from_simple, fast_step_from_simple
 from rl_envs._specs import Unbounded
 from rl_envs._specs_discrete import Categorical
@@ -313,6 +313,7 @@ class EnvBase(EnvSpecSurface):
         auto_reset: bool = True,
         break_when_any_done: bool = True,
         tensordict: TensorDictBase | None = None,
+        auto_cast_to_device: bool = False,
     ) -> TensorDictBase:
         """Run ``max_steps`` steps and return them stacked along the LAST dim: ``[*B, T]``.
 
@@ -324,6 +325,9 @@ class EnvBase(EnvSpecSurface):
             break_when_any_done: stop after the first step where any sub-env is done;
                 otherwise finished sub-envs are reset and the rollout goes on.
             tensordict: the starting root when ``auto_reset=False``.
+            auto_cast_to_device: move the policy's input to the device of its parameters
+                and its outputs back to the env's (TorchRL's argument); nothing to do when
+                they share a device or the policy has no parameters.
 
         Returns:
             A TensorDict of batch size ``[*batch_size, T]`` in the rollout layout.
@@ -339,6 +343,11 @@ class EnvBase(EnvSpecSurface):
                 raise RuntimeError("rollout(auto_reset=False) needs a prior reset()")
             if self._pending is not None and self._pending.any():
                 self.reset(TensorDict({RESET: self._pending.clone()}, batch_size=self.batch_size))
+        if not isinstance(auto_cast_to_device, bool):
+            raise ValueError(
+                f"rollout: auto_cast_to_device must be a bool, received {auto_cast_to_device!r}")
+        if auto_cast_to_device and policy is not None:
+            policy = device_cast(policy, self.device)
         data, done = run_rollout(self, max_steps, policy, break_when_any_done, tensordict)
         self._pending = done if break_when_any_done else None
         return data

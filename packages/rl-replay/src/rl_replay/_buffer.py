@@ -12,6 +12,7 @@ from rl_profiling import profiled
 from tensordict import TensorDictBase, is_tensorclass
 
 from rl_replay._buffer_args import check_arguments
+from rl_replay._buffer_transforms import chain_with, check_pin_memory
 from rl_replay._checkpoint import dump_state, load_state
 from rl_replay._keys import INDEX
 from rl_replay._prefetch import Prefetcher
@@ -39,7 +40,8 @@ class ReplayBuffer:
         writer: where rows are written; ``RoundRobinWriter()`` by default.
         batch_size: default size of ``sample()``; required for iteration and prefetch.
         collate_fn: applied to the gathered rows (after the lock is released).
-        transform: applied to each sample after ``collate_fn``.
+        transform: applied to each sample after ``collate_fn`` (more with
+            :meth:`append_transform` / :meth:`insert_transform`).
         prefetch: keep this many samples ready in a background thread (needs
             ``batch_size``); samples may be one update behind on priorities.
         generator: random generator of the sampler (one seeded from torch's global RNG
@@ -51,6 +53,8 @@ class ReplayBuffer:
             from torch's global RNG on the storage's device (a ``torch.Generator``
             cannot be traced). The default storage is then
             ``LazyTensorStorage(1000, compilable=True)``. See ``docs/replay.md``.
+        pin_memory: pin each sample's memory (TorchRL's argument), for a copy to a CUDA
+            device that reads it without a staging copy; ``True`` needs CUDA.
 
     Raises:
         ValueError: an argument has the wrong type or value, or a component cannot be
@@ -81,10 +85,12 @@ class ReplayBuffer:
         prefetch: int | None = None,
         generator: torch.Generator | None = None,
         compilable: bool = False,
+        pin_memory: bool = False,
     ) -> None:
         self.compilable = check_arguments(
             storage, sampler, writer, batch_size, prefetch, compilable, generator
         )
+        self._pin_memory = check_pin_memory(pin_memory)
         if storage is None:
             storage = LazyTensorStorage(1000, compilable=True) if compilable else ListStorage(1000)
         self._storage = storage
@@ -263,7 +269,29 @@ class ReplayBuffer:
             data = self._collate_fn(data)
         if self._transform is not None:
             data = self._transform(data)
+        if self._pin_memory:
+            data = data.pin_memory()
         return data, info
+
+    def append_transform(self, transform: Callable[[Any], Any], *,
+                         invert: bool = False) -> ReplayBuffer:
+        """Apply ``transform`` to each sample after the transforms already set (TorchRL's
+        ``append_transform``; ``invert=True``, a transform on writes, is refused).
+
+        Returns:
+            This buffer.
+        """
+        self._transform = chain_with(self._transform, transform, None, invert,
+                                     "append_transform")
+        return self
+
+    def insert_transform(self, index: int, transform: Callable[[Any], Any], *,
+                         invert: bool = False) -> ReplayBuffer:
+        """Apply ``transform`` at position ``index`` among the sample transforms (TorchRL's
+        ``insert_transform``). Returns this buffer."""
+        self._transform = chain_with(self._transform, transform, index, invert,
+                                     "insert_transform")
+        return self
 
     def _gather(self, index: torch.Tensor, info: dict) -> Any:
         """Read the sampled rows (under the lock)."""
