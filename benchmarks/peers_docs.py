@@ -17,8 +17,9 @@ PAGE = HERE.parent / "docs" / "results.md"
 BEGIN = ("<!-- peers:begin (written by benchmarks/compare_peers.py from "
          "benchmarks/results/peers.json) -->")
 END = "<!-- peers:end -->"
-TASK_ORDER = ("ppo-cartpole", "sac-pendulum", "ppo-hopper", "sac-halfcheetah", "ppo-breakout")
-ALGO = {"ppo": "PPO", "sac": "SAC"}
+TASK_ORDER = ("ppo-cartpole", "sac-pendulum", "ppo-hopper", "sac-halfcheetah", "td3-halfcheetah",
+              "crossq-halfcheetah", "ppo-breakout")
+ALGO = {"ppo": "PPO", "sac": "SAC", "td3": "TD3", "crossq": "CrossQ"}
 
 
 def _fmt(x: float | None, fmt: str) -> str:
@@ -47,7 +48,8 @@ def _rows(name: str, rec: dict, sb3_version: str) -> list[str]:
     budget = f"{rec['budget']:,} frames" + ("" if rec["full_budget"] else " (short budget)")
     goal = f"target {target:g}" if target is not None else "throughput only"
     label = f"`{name}`: {rec['env_id']}, {budget}, {goal}"
-    sides = {"ours": f"ours (`{rec['example']}`)", "sb3": f"SB3 {sb3_version} `{ALGO[name[:3]]}`"}
+    algo = ALGO[name.split("-")[0]]
+    sides = {"ours": f"ours (`{rec['example']}`)", "sb3": f"SB3 {sb3_version} `{algo}`"}
     rows = [_side_row("" if i else label, sides[side], s[side], target)
             for i, side in enumerate(side for side in ("ours", "sb3") if side in s)]
     if "ratios_ours_over_sb3" in s:
