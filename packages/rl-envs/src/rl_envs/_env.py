@@ -13,8 +13,9 @@ from rl_envs._buffers import batch_mask, merge_reset, set_next, zero_buffers
 from rl_envs._composite import Composite
 from rl_envs._env_specs import EnvSpecSurface
 from rl_envs._keys import DONE, DONE_KEYS, NEXT, RESET, REWARD
+from rl_envs._policy import device_cast
 from rl_envs._resets import reset_where
-from rl_envs._rollout import device_cast, run_rollout
+from rl_envs._rollout import run_rollout
 from rl_envs._simple_pair import fast_reset_from_simple, fast_step_from_simple
 from rl_envs._specs import Unbounded
 from rl_envs._specs_discrete import Categorical

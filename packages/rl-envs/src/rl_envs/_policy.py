@@ -1,4 +1,5 @@
-"""``RandomPolicy``: uniform random actions from an action spec."""
+"""``RandomPolicy``: uniform random actions from an action spec; ``device_cast``: a policy
+run on its parameters' device (``rollout(auto_cast_to_device=True)``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from tensordict import TensorDictBase
 from rl_envs._composite import Composite
 from rl_envs._keys import ACTION
 
-__all__ = ["RandomPolicy"]
+__all__ = ["RandomPolicy", "device_cast"]
 
 
 class RandomPolicy:
@@ -45,3 +46,21 @@ class RandomPolicy:
 
     def __repr__(self) -> str:
         return f"RandomPolicy({self.action_spec!r})"
+
+
+def device_cast(policy: Any, env_device: Any) -> Any:
+    """``rollout(auto_cast_to_device=True)``'s policy: its input moved to the device of its
+    parameters, its outputs written back on the env's (the loop sets them into its input);
+    ``policy`` itself where the devices agree or it has no parameters."""
+    params = getattr(policy, "parameters", None)
+    first = next(iter(params()), None) if callable(params) else None
+    if first is None or env_device is None or first.device == torch.device(env_device):
+        return policy
+    device, back = first.device, torch.device(env_device)
+
+    def call(tensordict: TensorDictBase) -> TensorDictBase:
+        moved = tensordict.to(device)
+        out = policy(moved)  # a policy that writes in place returns None or its input
+        return (moved if out is None else out).to(back)
+
+    return call

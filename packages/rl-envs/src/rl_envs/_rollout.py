@@ -148,24 +148,6 @@ def time_last(storage: TensorDictBase) -> TensorDictBase:
     return storage.permute(*range(1, nb + 1), 0)
 
 
-def device_cast(policy: Any, env_device: Any) -> Any:
-    """``rollout(auto_cast_to_device=True)``'s policy: its input moved to the device of its
-    parameters, its outputs written back on the env's (the loop sets them into its input);
-    ``policy`` itself where the devices agree or it has no parameters."""
-    params = getattr(policy, "parameters", None)
-    first = next(iter(params()), None) if callable(params) else None
-    if first is None or env_device is None or first.device == torch.device(env_device):
-        return policy
-    device, back = first.device, torch.device(env_device)
-
-    def call(tensordict: TensorDictBase) -> TensorDictBase:
-        moved = tensordict.to(device)
-        out = policy(moved)  # a policy that writes in place returns None or its input
-        return (moved if out is None else out).to(back)
-
-    return call
-
-
 def run_rollout(
     env: EnvBase,
     steps: int,
