@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import rl_collectors
 import torch
-from rl_collectors import Collector, CollectorError, split_trajectories
+from rl_collectors import Collector, CollectorError, TrajCounter, split_trajectories
 from rl_envs import GymEnv
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
@@ -58,6 +58,24 @@ def test_layout_and_exact_total_frames() -> None:
     collector.shutdown()  # idempotent
 
 
+def test_one_frame_batches_are_each_the_callers() -> None:
+    # after the first batch, each new one is laid out from the last (RolloutWriter.renew):
+    # every batch handed out keeps what it held, with trajectory ids as one long batch's
+    runs = []
+    for frames_per_batch in (1, 60):
+        env = make_env(1)
+        env.set_seed(0)
+        with Collector(env, greedy_policy((0.0, 1.0)), frames_per_batch=frames_per_batch,
+                       total_frames=60, check_finite=True) as collector:
+            runs.append(list(collector))
+    batches, (one,) = runs
+    joined = torch.cat(batches, dim=-1)
+    for key in [("observation",), ("next", "observation"), ("next", "done"),
+                ("collector", "traj_ids")]:
+        assert torch.equal(joined.get(key), one.get(key)), key
+    assert len({b["observation"].data_ptr() for b in batches}) == 60
+
+
 def test_traj_ids_follow_done_and_are_unique() -> None:
     with Collector(make_env(4), frames_per_batch=200, total_frames=600) as collector:
         seen: dict[int, int] = {}
@@ -68,6 +86,20 @@ def test_traj_ids_follow_done_and_are_unique() -> None:
                     assert (ids[row, t] != ids[row, t - 1]) == bool(done[row, t - 1])
                 for i in ids[row].unique().tolist():
                     assert seen.setdefault(i, row) == row  # one id never spans two sub-envs
+
+
+def test_traj_counter_numpy_and_torch_paths_agree() -> None:
+    # CPU batches take the numpy path; another device's take torch's: same ids, same state
+    gen = torch.Generator().manual_seed(0)
+    cpu, other = TrajCounter(3, stride=2, offset=1), TrajCounter(3, stride=2, offset=1)
+    for new_start in (True, False, False, True, False):
+        done = torch.rand(3, 5, generator=gen) < 0.3
+        ids = cpu.assign(done, new_start=new_start)
+        ref = other._assign_torch(done, new_start) * 2 + 1
+        assert torch.equal(ids, ref)
+        assert cpu.next_local == other.next_local
+        assert torch.equal(cpu.current, other.current)
+        assert torch.equal(cpu.pending, other.pending)
 
 
 def test_split_trajectories_mask() -> None:

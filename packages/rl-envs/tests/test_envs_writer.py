@@ -75,3 +75,32 @@ def test_rollouts_name_their_time_dim_as_torchrl_does(num_envs):
             assert names[time_dim] == "time" and names.count("time") == 1
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("zeros", [True, False])
+def test_renew_lays_out_a_new_storage_as_the_last_one(zeros):
+    template = TensorDict({"obs": torch.zeros(2, 4), ("next", "obs"): torch.zeros(2, 4),
+                           ("next", "done"): torch.zeros(2, 1, dtype=torch.bool)}, [2])
+    writer = RolloutWriter(template, 3, time_dim=1, zeros=zeros)
+    writer.storage.set("ids", torch.zeros(2, 3, dtype=torch.int64))  # set after construction
+    writer.storage.get("obs").fill_(7.0)
+    fresh = writer.renew()
+    old, new = writer.storage, fresh.storage
+    assert new.batch_size == old.batch_size and new.names == old.names == [None, "time"]
+    assert new.get("next").names == [None, "time"]
+    assert sorted(map(str, new.keys(True, True))) == sorted(map(str, old.keys(True, True)))
+    for key in old.keys(True, True):
+        assert new.get(key).dtype == old.get(key).dtype
+        assert new.get(key).shape == old.get(key).shape
+        assert new.get(key).data_ptr() != old.get(key).data_ptr()  # its own memory
+    if zeros:
+        assert all(bool((x == 0).all()) for x in new.values(True, True))
+    # the pairs bind to the new storage; the old one keeps what it holds
+    obs = torch.arange(8.0).reshape(2, 4)
+    pairs = fresh.bind(RolloutWriter.sources(TensorDict(obs=obs, batch_size=[2])))
+    for t in range(3):
+        for dst, src in pairs:
+            dst[t] = src
+    assert torch.equal(new.get("obs"), obs[:, None].expand(2, 3, 4))
+    assert bool((old.get("obs") == 7.0).all())
+    assert fresh.renew().storage.get("obs").data_ptr() != new.get("obs").data_ptr()

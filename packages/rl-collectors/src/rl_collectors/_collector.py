@@ -15,7 +15,7 @@ from rl_collectors._base import BaseCollector, build_env
 from rl_collectors._collector_state import CollectorStateMixin
 from rl_collectors._finite import FiniteCheck
 from rl_collectors._keys import DONE, NEXT, POLICY_VERSION, TRAJ_IDS
-from rl_collectors._layout import alloc_buffer, build_plan, make_policy_input, nested
+from rl_collectors._layout import BatchPlanner, alloc_buffer, make_policy_input, nested
 from rl_collectors._options import CollectorOptions
 from rl_collectors._policy import (
     StreamSyncActor,
@@ -160,11 +160,18 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
                 next_template.set(key[1:], outputs.get(key))
         self._templates = (template, next_template)
         self._choose_strategies()
-        self._new_batch(shared)
+        root_flags = [nested(k) for k in self.env.done_keys]
+        self._planner = BatchPlanner(self.policy_input, env_next, self.out_keys, root_flags,
+                                     self._carry, self._after_step)
+        self._new_batch(shared, fresh=True)
 
-    def _new_batch(self, shared: bool) -> None:
-        """Allocate a zeroed batch and its plan: the next steps are written there."""
-        self._writer = alloc_buffer(*self._templates, self.steps, self.storing_device)
+    def _new_batch(self, shared: bool, fresh: bool = False) -> None:
+        """Allocate a zeroed batch and its plan: the next steps are written there. After the
+        first batch of a layout, laid out as the last one (``RolloutWriter.renew``)."""
+        if fresh:
+            self._writer = alloc_buffer(*self._templates, self.steps, self.storing_device)
+        else:
+            self._writer = self._writer.renew()
         self.buffer = self._writer.storage
         self._plan(shared)
 
@@ -176,11 +183,7 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         if shared and not self.buffer.is_shared():
             self.buffer.share_memory_()
         self._shared = shared
-        root_flags = [nested(k) for k in self.env.done_keys]
-        self._batch_plan = build_plan(
-            self._writer, self.policy_input, self._env_bufs[1], self.out_keys, root_flags,
-            self._carry, self._after_step,
-        )
+        self._batch_plan = self._planner.plan(self._writer)
         if self._limit is not None:
             self._limit.bind(self.buffer)
 

@@ -7,13 +7,15 @@ owns:
 - ``policy_input``: a TensorDict whose env leaves *are* the env's root leaves
   (no copy); the policy adds its outputs (``action``, ...) to it on every call;
 - ``buffer``: the batch, ``[*B, T]`` (time last);
-- ``plan`` (an ``rl_envs.StepPlan``, run by ``rl_envs.step_loop``): the (destination,
-  source) pairs to copy at step ``t``: env root leaves and policy outputs into
+- ``plan`` (an ``rl_envs.StepPlan``, run by ``rl_envs.step_loop``, bound to each batch by
+  a ``BatchPlanner`` that read the fixed sources once): the (destination, source) pairs to
+  copy at step ``t``: env root leaves and policy outputs into
   ``buffer[..., t]`` before the step, env next leaves into ``buffer["next"][..., t]``
   after it. CPU pairs are numpy views (a numpy slice
   assignment costs a fraction of ``Tensor.copy_``); other devices use torch. Each batch
   handed out to a caller is that caller's: the next one is written into a new ``buffer``
-  with a new ``plan`` (cheaper than a copy of the batch).
+  (``RolloutWriter.renew``: the last one's leaf list, no template walked) with a new
+  ``plan`` (cheaper than a copy of the batch).
 
 The allocation and the pairs are ``rl_envs.RolloutWriter``'s (``EnvBase.rollout`` uses the
 same writer, time-major); this module says which leaves go where.
@@ -30,8 +32,8 @@ from tensordict import TensorDict, TensorDictBase
 from rl_collectors._keys import NEXT, POLICY_VERSION, TRAJ_IDS
 
 __all__ = [
+    "BatchPlanner",
     "alloc_buffer",
-    "build_plan",
     "leaf_keys",
     "make_policy_input",
     "nested",
@@ -79,28 +81,39 @@ def alloc_buffer(
     return writer
 
 
-def build_plan(
-    writer: RolloutWriter,
-    policy_input: TensorDictBase,
-    env_next: TensorDictBase,
-    out_keys: list[tuple],
-    constant_keys: list[tuple] = (),
-    carry: list = (),
-    after: list = (),
-) -> StepPlan:
-    """The ``rl_envs.StepPlan`` of the writer's batch (pairs from ``rl_envs.RolloutWriter``),
-    which ``rl_envs.step_loop`` copies step by step; ``carry`` and ``after`` go into it.
+class BatchPlanner:
+    """The part of every batch's ``rl_envs.StepPlan`` that the collector's fixed buffers
+    decide, read once per layout (at construction, and again when the env rebuilds its
+    buffers); :meth:`plan` binds it to one batch's writer (pairs from
+    ``rl_envs.RolloutWriter``), which ``rl_envs.step_loop`` copies step by step.
 
-    ``policy_input`` leaves that are not policy outputs keep their identity (env root leaves and
-    carried recurrent state), so they are copied from fixed sources. ``constant_keys``
+    ``policy_input`` leaves that are not policy outputs keep their identity (env root leaves
+    and carried recurrent state), so they are copied from fixed sources. ``constant_keys``
     are root leaves the fast path never changes from their zero value (the root done
     flags: a fast step writes only observations and state into the root, a fast reset
     sets the flags to ``False``): they stay as allocated and are not copied. A new batch
     costs one pair per leaf and one view per policy output and step.
     """
-    root_keys = [k for k in leaf_keys(policy_input) if k not in out_keys and k not in constant_keys]
-    root = writer.pairs(policy_input, root_keys)
-    outs = writer.keyed(out_keys)
-    nxt = writer.pairs(env_next, prefix=(NEXT,))
-    return StepPlan(policy_input, root, [writer.at(outs, t) for t in range(writer.steps)],
-                    list(carry), nxt, list(after))
+
+    def __init__(
+        self,
+        policy_input: TensorDictBase,
+        env_next: TensorDictBase,
+        out_keys: list[tuple],
+        constant_keys: list[tuple] = (),
+        carry: list = (),
+        after: list = (),
+    ) -> None:
+        root_keys = [k for k in leaf_keys(policy_input)
+                     if k not in out_keys and k not in constant_keys]
+        self.policy_input = policy_input
+        self.root = RolloutWriter.sources(policy_input, root_keys)
+        self.next = RolloutWriter.sources(env_next)
+        self.out_keys, self.carry, self.after = list(out_keys), list(carry), list(after)
+
+    def plan(self, writer: RolloutWriter) -> StepPlan:
+        """The plan of ``writer``'s storage: ``carry`` and ``after`` go into it."""
+        outs = writer.keyed(self.out_keys)
+        return StepPlan(self.policy_input, writer.bind(self.root),
+                        [writer.at(outs, t) for t in range(writer.steps)], list(self.carry),
+                        writer.bind(self.next, prefix=(NEXT,)), list(self.after))

@@ -8,6 +8,7 @@ gets id ``k * W + w``, so ids are unique across workers without any communicatio
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 
@@ -56,17 +57,37 @@ class TrajCounter:
         Returns:
             int64 ``[num_rows, T]`` ids.
         """
+        if done.device.type == "cpu":  # numpy: a few microseconds, not torch's per-op cost
+            local = self._assign_np(done.numpy(), new_start)
+        else:
+            local = self._assign_torch(done, new_start)
+        return local * self.stride + self.offset if self.stride > 1 else local
+
+    def _assign_np(self, done, new_start: bool) -> torch.Tensor:
+        starts = np.empty(done.shape, dtype=np.int64)
+        starts[:, 0] = self.pending.numpy() | new_start
+        starts[:, 1:] = done[:, :-1]
+        k = starts.cumsum(1)
+        per_row = k[:, -1]
+        base = self.next_local + per_row.cumsum() - per_row
+        local = np.where(k == 0, self.current.numpy()[:, None], base[:, None] + k - 1)
+        self.next_local += int(per_row.sum())
+        self.current = torch.from_numpy(local[:, -1].copy())
+        self.pending = torch.from_numpy(done[:, -1].copy())
+        return torch.from_numpy(local)
+
+    def _assign_torch(self, done: torch.Tensor, new_start: bool) -> torch.Tensor:
         starts = torch.empty_like(done)
-        starts[:, 0] = self.pending | new_start
+        starts[:, 0] = self.pending.to(done.device) | new_start
         starts[:, 1:] = done[:, :-1]
         per_row = starts.sum(1)
         base = self.next_local + per_row.cumsum(0) - per_row
         k = starts.cumsum(1)
-        local = torch.where(k == 0, self.current[:, None], base[:, None] + k - 1)
+        local = torch.where(k == 0, self.current.to(done.device)[:, None], base[:, None] + k - 1)
         self.next_local += int(per_row.sum())
-        self.current = local[:, -1].clone()
-        self.pending = done[:, -1].clone()
-        return local * self.stride + self.offset if self.stride > 1 else local
+        self.current = local[:, -1].cpu()
+        self.pending = done[:, -1].cpu()
+        return local
 
     def state_dict(self) -> dict:
         return {

@@ -13,6 +13,7 @@ once with :meth:`RolloutWriter.at` and do ``dst[...] = src``.
 
 from __future__ import annotations
 
+import copy
 import mmap
 import sys
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 from rl_profiling.layout import TIME, BatchLayout
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 __all__ = ["RolloutWriter", "empty_cpu"]
 
@@ -126,6 +127,9 @@ class RolloutWriter:
             )
         self.time_dim, self.steps = time_dim, steps
         self._layout: BatchLayout | None = None
+        self._zeros = zeros
+        self._recipe: list[tuple[tuple, torch.Size, torch.dtype, torch.device]] | None = None
+        self._slots: dict[tuple, torch.Tensor] | None = None  # renew()'s leaves, by key
 
         def alloc(x: torch.Tensor) -> torch.Tensor:
             shape = (*x.shape[:time_dim], steps, *x.shape[time_dim:])
@@ -154,6 +158,64 @@ class RolloutWriter:
             self._layout = BatchLayout.of(self.storage, time_dim=self.time_dim)
         return self._layout
 
+    def slot(self, key: Any) -> torch.Tensor:
+        """The storage leaf ``key`` with time moved first: ``slot(key)[t]`` is step ``t``."""
+        leaf = self._slots.get(_tup(key)) if self._slots is not None else None
+        return (self.storage.get(key) if leaf is None else leaf).movedim(self.time_dim, 0)
+
+    def renew(self) -> RolloutWriter:
+        """A writer of a new storage laid out as this one's (keys, dtypes, shapes, devices,
+        dim names, zero-filled or not), allocated from the list of leaves read off this
+        storage once instead of walking a template: what a collector pays for each batch
+        it hands out (the batch is its caller's, the next one is written elsewhere).
+
+        Leaves set on the storage after construction are part of the layout renewed.
+
+        Returns:
+            A new :class:`RolloutWriter` (the same ``time_dim``, ``steps`` and ``layout``).
+
+        Raises:
+            TypeError: a leaf of the storage is not a tensor.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> from rl_envs import RolloutWriter
+            >>> template = TensorDict({"obs": torch.zeros(2, 3)}, [2])
+            >>> writer = RolloutWriter(template, 4, time_dim=1, zeros=True)
+            >>> fresh = writer.renew()
+            >>> fresh.storage is writer.storage, fresh.storage.names
+            (False, [None, 'time'])
+            >>> fresh.storage["obs"].shape, bool((fresh.storage["obs"] == 0).all())
+            (torch.Size([2, 4, 3]), True)
+        """
+        if self._recipe is None:
+            self._recipe = []
+            for key, x in self.storage.items(True, True):
+                if not isinstance(x, torch.Tensor):
+                    raise TypeError(f"RolloutWriter.renew: expected tensor leaves, got "
+                                    f"{type(x).__name__} at {key!r}")
+                self._recipe.append((_tup(key), x.shape, x.dtype, x.device))
+        tree: dict = {}
+        slots: dict[tuple, torch.Tensor] = {}
+        for key, shape, dtype, device in self._recipe:
+            if self._zeros:
+                x = torch.zeros(shape, dtype=dtype, device=device)
+            elif device.type == "cpu":
+                x = empty_cpu(shape, dtype)
+            else:
+                x = torch.empty(shape, dtype=dtype, device=device)
+            node = tree
+            for part in key[:-1]:
+                node = node.setdefault(part, {})
+            node[key[-1]] = slots[key] = x
+        fresh = copy.copy(self)
+        old = self.storage
+        fresh.storage = TensorDict(tree, batch_size=old.batch_size, device=old.device,
+                                   names=old.names)
+        fresh._slots = slots
+        return fresh
+
     @staticmethod
     def copy_pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:
         """``(dst, src)`` for ``dst[...] = src``: numpy views when both are on the CPU (a
@@ -163,9 +225,29 @@ class RolloutWriter:
             return dst.numpy(), src.detach().numpy()
         return dst, src.detach()
 
-    def slot(self, key: Any) -> torch.Tensor:
-        """The storage leaf ``key`` with time moved first: ``slot(key)[t]`` is step ``t``."""
-        return self.storage.get(key).movedim(self.time_dim, 0)
+    @staticmethod
+    def sources(td: TensorDictBase, keys: list | None = None) -> list[tuple[tuple, Any, Any]]:
+        """The leaves of ``td`` a loop copies from, read once for :meth:`bind`:
+        ``(key, detached tensor, its numpy view or None off the CPU)``. A collector reads
+        its fixed buffers (the env's, the policy input) once per layout and binds them to
+        each new batch's storage."""
+        keys = list(td.keys(True, True)) if keys is None else keys
+        out = []
+        for key in keys:
+            x = td.get(key).detach()
+            out.append((_tup(key), x, x.numpy() if x.device.type == "cpu" else None))
+        return out
+
+    def bind(self, sources: list[tuple[tuple, Any, Any]], prefix: tuple = ()) -> list:
+        """``(dst, src)`` pairs of :meth:`sources`' leaves into this storage (under
+        ``prefix``), as :meth:`copy_pair` makes them: numpy views when both sides are on the
+        CPU, else the tensors."""
+        pairs = []
+        for key, x, x_np in sources:
+            dst = self.slot((*prefix, *key))
+            cpu = x_np is not None and dst.device.type == "cpu"
+            pairs.append((dst.numpy(), x_np) if cpu else (dst, x))
+        return pairs
 
     def pairs(
         self, sources: TensorDictBase, keys: list | None = None, prefix: tuple = ()
@@ -181,9 +263,7 @@ class RolloutWriter:
         Returns:
             Numpy views when both sides are on the CPU, else the tensors.
         """
-        keys = list(sources.keys(True, True)) if keys is None else keys
-        pair = self.copy_pair
-        return [pair(self.slot((*prefix, *_tup(k))), sources.get(k)) for k in keys]
+        return self.bind(self.sources(sources, keys), prefix)
 
     def keyed(self, keys: list, prefix: tuple = ()) -> list[tuple[torch.Tensor, Any]]:
         """``(dst, key)`` for sources read by key each step (a policy writes new tensors):
