@@ -161,6 +161,11 @@ def make_loss(cfg: Config, env):
     return loss, actor, SoftUpdate(loss, tau=cfg.tau)
 
 
+CQL_TERMS = ("loss_actor", "loss_qvalue", "loss_cql", "loss_alpha", "loss_alpha_prime")
+"""CQL's terms trained here: every ``loss_*`` but ``loss_actor_bc`` (TorchRL's script
+trains on that one in place of ``loss_actor`` for its first steps; this example does not)."""
+
+
 class BCLoss(nn.Module):
     """Behaviour cloning: ``loss_actor = E[mean_j (mu(s)_j - a_j)^2]`` (the deterministic
     actor; TD3+BC with ``alpha = 0`` minus its critics)."""
@@ -191,7 +196,8 @@ def main(cfg: Config) -> dict:
     timing = RunReport(f"{cfg.loss.upper()} offline {cfg.dataset_id}",
                        profile=cfg.profile or None)
     update = make_update_step(loss_fn, optim, target_updater=target_updater,
-                              compile=cfg.compile, cudagraphs=cfg.cudagraphs, timing=timing)
+                              compile=cfg.compile, cudagraphs=cfg.cudagraphs, timing=timing,
+                              loss_keys=CQL_TERMS if cfg.loss == "cql" else None)
     evals, losses, steady, start = [], None, None, time.perf_counter()
     for step in range(1, cfg.total_frames + 1):
         with timing.add_time("replay"):

@@ -208,6 +208,36 @@ def test_cql_penalty_moves_only_the_critics_and_the_multiplier_only_alpha_prime(
     assert all(x is None for x in g[:-1]) and g[-1] is not None
 
 
+def test_cql_behaviour_cloning_term_trains_the_actor_as_torchrls_and_can_be_left_out():
+    # TorchRL's cql_offline.py trains on loss_actor_bc for its first steps: it has a gradient
+    loss = CQLLoss(_stochastic_actor(), _critic(), num_random=3)
+    out = loss(_batch())
+    actor = list(loss.actor_network.parameters())
+    assert any(g is not None and bool(g.abs().sum() > 0)
+               for g in torch.autograd.grad(out["loss_actor_bc"], actor, allow_unused=True))
+    critics = list(loss.qvalue_network_params.values(True, True))
+    assert all(g is None for g in torch.autograd.grad(out["loss_actor_bc"], critics,
+                                                      allow_unused=True))
+    # an update step leaves it out when told: the actor's gradient is then loss_actor's alone
+    terms = ["loss_actor", "loss_qvalue", "loss_cql", "loss_alpha", "loss_alpha_prime"]
+    grads = {}
+    for keys in (terms, None):
+        torch.manual_seed(0)
+        loss = CQLLoss(_stochastic_actor(), _critic(), num_random=3)
+        params = [p for p in loss.parameters() if p.requires_grad]
+        step = make_update_step(loss, torch.optim.SGD(params, lr=0.0), loss_keys=keys)
+        torch.manual_seed(1)
+        step(_batch())  # gradients are zeroed at the start of a step: they stay readable
+        grads[keys is None] = [p.grad.clone() for p in loss.actor_network.parameters()]
+    assert any(not torch.equal(a, b) for a, b in zip(grads[False], grads[True], strict=True))
+    with pytest.raises(KeyError, match=r"loss_keys: \['loss_bc'\] not in the loss module"):
+        make_update_step(loss, torch.optim.SGD(params, lr=0.0), loss_keys=["loss_bc"])(_batch())
+    with pytest.raises(TypeError, match="loss_keys: expected a sequence of str"):
+        make_update_step(loss, torch.optim.SGD(params, lr=0.0), loss_keys="loss_actor")
+    with pytest.raises(ValueError, match="loss_keys: expected at least one entry"):
+        make_update_step(loss, torch.optim.SGD(params, lr=0.0), loss_keys=[])
+
+
 def test_cql_unknown_keyword_is_named():
     with pytest.raises(TypeError, match="alpha_inti"):
         CQLLoss(_stochastic_actor(), _critic(), alpha_inti=0.5)

@@ -61,8 +61,10 @@ class CQLLoss(SACLoss):
     (``K`` next actions) as the backup; ``deterministic_backup=False`` subtracts
     ``alpha log pi(a~'|s_{t+1})`` as SAC does. The uniform actions fill the ``action_spec``'s
     box when one is given, else ``[-1, 1]`` (TorchRL's: a tanh-squashed actor). ``loss_actor_bc``
-    (``alpha log pi(a~|s) - log pi(a_t|s)``) is reported detached; call
-    :meth:`actor_bc_loss` for a behaviour-cloning warm start.
+    (``alpha log pi(a~|s) - log pi(a_t|s)``, with its gradient to the actor, as TorchRL's)
+    is the behaviour-cloning warm start TorchRL's CQL script trains on for its first
+    steps in place of ``loss_actor``; an update step that sums every ``loss_*`` entry
+    trains on both, so leave it out there (``make_update_step(loss_keys=...)``).
 
     Args:
         actor_network: a probabilistic tensordict module whose distribution has
@@ -214,7 +216,7 @@ class CQLLoss(SACLoss):
                 ``"next"`` (observation, ``reward``, ``done``, ``terminated``).
 
         Returns:
-            ``loss_actor``, ``loss_actor_bc`` (detached), ``loss_qvalue``, ``loss_cql``,
+            ``loss_actor``, ``loss_actor_bc``, ``loss_qvalue``, ``loss_cql``,
             ``loss_alpha``, ``loss_alpha_prime`` (zero without Lagrange), ``alpha``,
             ``entropy``.
 
@@ -237,7 +239,7 @@ class CQLLoss(SACLoss):
         action, log_prob = self._sample(self.actor_network, td)
         q = self._qvalues(td, action, self.qvalue_network_params.detach()).amin(0)
         out["loss_actor"] = reduce(alpha * log_prob - q, self.reduction)
-        out["loss_actor_bc"] = self._bc(td, alpha * log_prob).detach().mean()
+        out["loss_actor_bc"] = reduce(self._bc(td, alpha * log_prob), self.reduction)
         out["loss_alpha"] = -(self.log_alpha * (log_prob.detach() + self._target_entropy)).mean()
         out["alpha"], out["entropy"] = alpha, -log_prob.detach().mean()
         return TensorDict(out, batch_size=[])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -30,9 +30,17 @@ def _is_loss_key(key: Any) -> bool:
     return isinstance(key, str) and (key == "loss" or key.startswith("loss_"))
 
 
-def _total(out: TensorDictBase) -> torch.Tensor:
-    """The sum of the ``"loss"`` / ``"loss_*"`` entries (from the first: no ``0 +`` op)."""
-    terms = [v for k, v in out.items() if _is_loss_key(k)]
+def _total(out: TensorDictBase, keys: tuple[str, ...] | None = None) -> torch.Tensor:
+    """The sum of the ``"loss"`` / ``"loss_*"`` entries, or of ``keys`` (from the first: no
+    ``0 +`` op)."""
+    if keys is None:
+        terms = [v for k, v in out.items() if _is_loss_key(k)]
+    else:
+        terms = [out.get(k, None) for k in keys]
+        if any(t is None for t in terms):
+            missing = [k for k, t in zip(keys, terms, strict=True) if t is None]
+            raise KeyError(f"loss_keys: {missing} not in the loss module's output; it has "
+                           f"{sorted(map(str, out.keys()))}")
     if not terms:
         raise ValueError(f"the loss module's output has no 'loss' or 'loss_*' entry to "
                          f"backpropagate; got keys {sorted(map(str, out.keys()))}")
@@ -84,8 +92,9 @@ class UpdateStep:
     def __init__(self, loss_module: nn.Module, optimizer: torch.optim.Optimizer,
                  target_updater: Any, max_grad_norm: float | None,
                  compile_kwargs: dict[str, Any] | None, cudagraphs: bool,
-                 timing: Any = None) -> None:
+                 timing: Any = None, loss_keys: tuple[str, ...] | None = None) -> None:
         self.loss_module, self.optimizer = loss_module, optimizer
+        self.loss_keys = loss_keys
         self.timing = None if compile_kwargs is not None or cudagraphs else timing
         self.max_grad_norm = max_grad_norm
         self._params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -117,7 +126,7 @@ class UpdateStep:
     def _update(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._zero_grad()  # first, as LeanRL: captured with the rest
         out = self.loss_module(tensordict)
-        total = _total(out)
+        total = _total(out, self.loss_keys)
         result = out.detach()  # before backward: only detached tensors live past its graph break
         total.backward()
         self._step(result)
@@ -152,7 +161,7 @@ class UpdateStep:
         with timing.add_time("loss"):
             self.optimizer.zero_grad(set_to_none=True)
             out = self.loss_module(tensordict)
-            total = _total(out)
+            total = _total(out, self.loss_keys)
             result = out.detach()
         with timing.add_time("backward"):
             total.backward()
@@ -231,11 +240,13 @@ def make_update_step(
     compile: bool | dict[str, Any] = False,
     cudagraphs: bool = False,
     timing: Any = None,
+    loss_keys: Sequence[str] | None = None,
 ) -> UpdateStep:
     """Build one learner update as a single callable ``batch -> diagnostics``.
 
     Each call runs ``out = loss_module(batch)``, backpropagates the sum of its ``"loss"``
-    and ``"loss_*"`` entries, clips the gradient norm (optional), steps the optimiser,
+    and ``"loss_*"`` entries (as TorchRL's trainers sum them; ``loss_keys`` names others),
+    clips the gradient norm (optional), steps the optimiser,
     zeroes the gradients and moves the targets. A :class:`SoftUpdate` runs inside the step
     as one ``torch._foreach_lerp_`` (so it is compiled and captured with it); any other
     updater (:class:`HardUpdate`, whose period is a Python counter) runs eagerly after it.
@@ -269,14 +280,20 @@ def make_update_step(
             ``"optimiser"`` (clip, step, soft target update), so a run report splits
             them as a hand-written loop does. Ignored with ``compile`` or ``cudagraphs``:
             one graph has no phases; time the whole call as one.
+        loss_keys: the output entries to sum and backpropagate, in place of every
+            ``"loss"`` / ``"loss_*"`` one: e.g. ``CQLLoss`` without its
+            ``"loss_actor_bc"``, the behaviour-cloning term TorchRL's CQL script trains
+            on only for its first steps. Each must be in the output (a ``KeyError``
+            naming it otherwise).
 
     Returns:
         The :class:`UpdateStep`.
 
     Raises:
-        TypeError: ``loss_module``, ``optimizer``, ``compile`` or ``timing`` of the wrong
-            type.
-        ValueError: an unknown ``compile`` key, a non-positive ``max_grad_norm``, or
+        TypeError: ``loss_module``, ``optimizer``, ``compile``, ``timing`` or
+            ``loss_keys`` of the wrong type.
+        ValueError: an unknown ``compile`` key, a non-positive ``max_grad_norm``, an
+            empty ``loss_keys``, or
             ``cudagraphs=True`` with parameters off CUDA or a non-capturable optimiser.
 
     Examples:
@@ -296,5 +313,12 @@ def make_update_step(
     if timing is not None and not callable(getattr(timing, "add_time", None)):
         raise TypeError(f"timing must be an rl_profiling.Timing (with add_time) or None, "
                         f"got {type(timing).__name__}")
+    if loss_keys is not None:
+        if isinstance(loss_keys, str) or not all(isinstance(k, str) for k in loss_keys):
+            raise TypeError(f"loss_keys: expected a sequence of str (output entries) or None, "
+                            f"got {loss_keys!r}")
+        loss_keys = tuple(loss_keys)
+        if not loss_keys:
+            raise ValueError("loss_keys: expected at least one entry to backpropagate, got ()")
     return UpdateStep(loss_module, optimizer, target_updater, max_grad_norm, kwargs,
-                      bool(cudagraphs), timing)
+                      bool(cudagraphs), timing, loss_keys)
