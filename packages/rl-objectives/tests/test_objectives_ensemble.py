@@ -77,3 +77,59 @@ def test_vmap_call_runs_each_copy_and_stacks_only_the_out_keys() -> None:
         torch.testing.assert_close(out["state_action_value"][i], one["state_action_value"])
     assert set(td.keys()) == {"observation"}  # the input is not written to
     assert not torch.equal(out["state_action_value"][0], out["state_action_value"][1])
+
+
+def _sac_pair(hooked: bool):
+    from rl_objectives import SACLoss
+    from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential
+
+    torch.manual_seed(0)
+
+    class Q(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 1))
+
+        def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+            return self.net(torch.cat([obs, act], -1))
+
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Linear(4, 2)
+
+        def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            loc, log_scale = self.net(obs).chunk(2, -1)
+            return loc, log_scale.clamp(-3, 1).exp()
+
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(Head(), ["observation"], ["loc", "scale"]),
+        ProbabilisticTensorDictModule(["loc", "scale"], ["action"],
+                                      distribution_class=torch.distributions.Normal))
+    critic = TensorDictModule(Q(), ["observation", "action"], ["state_action_value"])
+    if hooked:  # a forward hook: not plain, tensordict's own call
+        critic.register_forward_hook(lambda module, args, out: out)
+    return SACLoss(actor, critic, num_qvalue_nets=2, target_entropy=-1.0)
+
+
+def test_plain_critics_are_called_on_tensors_with_the_same_values_and_gradients() -> None:
+    from rl_objectives._ensemble import plain_network
+
+    td = TensorDict({"observation": torch.randn(8, 4), "action": torch.randn(8, 1),
+                     "next": {"observation": torch.randn(8, 4), "reward": torch.randn(8, 1),
+                              "done": torch.zeros(8, 1, dtype=torch.bool),
+                              "terminated": torch.zeros(8, 1, dtype=torch.bool)}}, [8])
+    results = []
+    for hooked in (False, True):
+        loss = _sac_pair(hooked)
+        assert (plain_network(loss.qvalue_network) is None) == hooked
+        torch.manual_seed(1)
+        out = loss(td.clone())
+        total = out["loss_qvalue"] + out["loss_actor"]
+        total.backward()
+        grads = [p.grad.clone() for p in loss.qvalue_network_params.values(True, True)]
+        results.append((out, grads))
+    (plain, plain_grads), (generic, generic_grads) = results
+    for key in ("loss_qvalue", "loss_actor", "loss_alpha"):
+        assert torch.equal(plain[key], generic[key]), key
+    assert all(torch.equal(a, b) for a, b in zip(plain_grads, generic_grads, strict=True))

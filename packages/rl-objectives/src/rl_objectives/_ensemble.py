@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import copy
 import weakref
+from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import TensorDictModuleBase, TensorDictParams
+from tensordict import TensorDict, TensorDictBase, unravel_key
+from tensordict.nn import TensorDictModule, TensorDictModuleBase, TensorDictParams, skip_existing
 from torch import nn
+from torch.nn.modules import module as _torch_module
 
-__all__ = ["StackedCritics", "stack_copies", "swap_call", "vmap_call"]
+__all__ = ["StackedCritics", "plain_network", "stack_copies", "stacked_calls", "swap_call",
+           "vmap_call"]
+
+_TDM_FORWARD = TensorDictModule.forward
 
 
 def _reset_parameters(module: nn.Module) -> None:
@@ -74,10 +79,7 @@ def vmap_call(
         >>> out["q"].shape
         torch.Size([2, 5, 1])
     """
-    names = [k if isinstance(k, str) else ".".join(k)
-             for k in params.keys(include_nested=True, leaves_only=True)]
-    members = zip(*(params.get(tuple(name.split("."))).unbind(0) for name in names),
-                  strict=True)
+    names, members = _members(params)
     call = torch.func.functional_call if torch.compiler.is_compiling() else swap_call
     outs = [call(module, dict(zip(names, member, strict=True)), (tensordict.copy(),))
             for member in members]
@@ -86,6 +88,53 @@ def vmap_call(
         return torch.stack(outs, 0)
     return TensorDict({key: torch.stack([out.get(key) for out in outs], 0) for key in keys},
                       batch_size=[len(outs), *tensordict.batch_size])
+
+
+def _members(params: TensorDictBase) -> tuple[list[str], list[tuple[torch.Tensor, ...]]]:
+    """The dotted names of the stacked leaves and, per copy, its views of them."""
+    names = [k if isinstance(k, str) else ".".join(k)
+             for k in params.keys(include_nested=True, leaves_only=True)]
+    members = zip(*(params.get(tuple(name.split("."))).unbind(0) for name in names),
+                  strict=True)
+    return names, list(members)
+
+
+def plain_network(module: Any) -> nn.Module | None:
+    """``module.module`` when ``module(td)`` only reads its in-keys, calls that network on
+    them and writes its out-keys: tensordict's own ``TensorDictModule.forward`` (not an
+    override), no ``method`` or keyword in-keys, in place, no hooks, ``skip_existing`` off.
+    The check rl-modules makes for its actors (``rl_modules._direct.is_plain``), here for
+    the critics (rl-objectives does not import rl-modules). ``None`` otherwise.
+
+    Examples:
+        >>> from tensordict.nn import TensorDictModule
+        >>> critic = TensorDictModule(nn.Linear(3, 1), ["observation"], ["state_value"])
+        >>> plain_network(critic) is critic.module
+        True
+    """
+    if (type(module).forward is not _TDM_FORWARD or module._kwargs is not None
+            or module.method is not None or module.method_kwargs or module._get_kwargs
+            or module.inplace is not True or skip_existing()):
+        return None
+    hooked = (module._forward_hooks or module._forward_pre_hooks
+              or _torch_module._global_forward_hooks or _torch_module._global_forward_pre_hooks)
+    return None if hooked else module.module
+
+
+def stacked_calls(module: nn.Module, params: TensorDictBase, network: nn.Module,
+                  args: list[torch.Tensor]) -> torch.Tensor | None:
+    """``network(*args)`` once per copy of the stacked ``params`` of ``module`` (``network``
+    one of its submodules), stacked on a new dim 0: :func:`vmap_call` on tensors, without a
+    TensorDict built around each call (eager only). ``None`` (nothing returned) when
+    ``module`` has tied tensors or ``network`` does not return one tensor."""
+    if _has_ties(module):
+        return None
+    names, members = _members(params)
+    outs = [swap_call(module, dict(zip(names, member, strict=True)), args, call=network)
+            for member in members]
+    if any(type(out) is not torch.Tensor for out in outs):
+        return None
+    return torch.stack(outs, 0)
 
 
 _TIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -102,8 +151,10 @@ def _has_ties(module: nn.Module) -> bool:
     return ties
 
 
-def swap_call(module: nn.Module, tensors: dict[str, torch.Tensor], args: tuple) -> object:
-    """``module(*args)`` with its named parameters / buffers replaced by ``tensors``.
+def swap_call(module: nn.Module, tensors: dict[str, torch.Tensor], args: tuple | list,
+              call: nn.Module | None = None) -> object:
+    """``module(*args)`` (or ``call(*args)``, ``call`` a submodule of ``module``) with the
+    named parameters / buffers of ``module`` replaced by ``tensors``.
 
     ``torch.func.functional_call``'s result for a module without tied or parametrised
     tensors, at a fraction of its cost: each named tensor is put in its owner's
@@ -142,7 +193,7 @@ def swap_call(module: nn.Module, tensors: dict[str, torch.Tensor], args: tuple) 
     try:
         for table, attr, tensor in slots:
             table[attr] = tensor
-        return module(*args)
+        return (module if call is None else call)(*args)
     finally:
         for table, attr, old in saved:
             table[attr] = old
@@ -163,7 +214,29 @@ class StackedCritics:
     def _qvalues(self, tensordict: TensorDictBase, action: torch.Tensor, params) -> torch.Tensor:
         """``Q_i(s, action)`` for every critic, shape ``[N, *B]``."""
         template = self._qvalue_template
-        td = tensordict.select(*template.in_keys, strict=False)
-        td.set(self.tensor_keys.action, action)
-        value = self._get(vmap_call(template, params, td), self.tensor_keys.state_action_value)
+        value = None if torch.compiler.is_compiling() else self._plain_qvalues(
+            template, tensordict, action, params)
+        if value is None:  # a critic that is not plain, or compiling: tensordict's call
+            td = tensordict.select(*template.in_keys, strict=False)
+            td.set(self.tensor_keys.action, action)
+            value = self._get(vmap_call(template, params, td),
+                              self.tensor_keys.state_action_value)
         return value.reshape(value.shape[0], *tensordict.batch_size)
+
+    def _plain_qvalues(self, template: Any, tensordict: TensorDictBase, action: torch.Tensor,
+                       params: TensorDictBase) -> torch.Tensor | None:
+        """The stacked critics' values ``[N, *B, 1]`` computed on tensors, when the
+        template is plain (:func:`plain_network`) with the one out-key the loss reads:
+        the same calls on the same tensors as ``vmap_call`` (same values and gradients),
+        without the TensorDicts around them (their cost is a large share of a small
+        critic's step on a CPU); ``None`` otherwise."""
+        network = plain_network(template)
+        out_key = unravel_key(self.tensor_keys.state_action_value)
+        if network is None or [unravel_key(k) for k in template.out_keys] != [out_key]:
+            return None
+        action_key = unravel_key(self.tensor_keys.action)
+        args = [action if unravel_key(k) == action_key else tensordict.get(k, None)
+                for k in template.in_keys]
+        if any(a is None for a in args):
+            return None
+        return stacked_calls(template, params, network, args)
