@@ -66,6 +66,9 @@ STANDALONE = {
     "start-ups; writes results/logging.json",
     "minari_load": "writes a 1M-transition dataset first (--transitions sizes it); prints "
     "one JSON object",
+    "offpolicy_loop": "one-frame batches (collector + replay extend) against the plain "
+    "gymnasium loop storing into numpy arrays, interleaved rounds (a minute); prints one JSON "
+    "object",
     "rollout_ab": "two checkouts' ppo_cartpole runs, alternately, in fresh processes; needs "
     "the other checkout (--other, a git worktree)",
     "update": "compiles eight update steps (minutes; --rounds/--calls size the record); "
