@@ -116,8 +116,11 @@ def plain_network(module: Any) -> nn.Module | None:
             or module.method is not None or module.method_kwargs or module._get_kwargs
             or module.inplace is not True or skip_existing()):
         return None
-    hooked = (module._forward_hooks or module._forward_pre_hooks
-              or _torch_module._global_forward_hooks or _torch_module._global_forward_pre_hooks)
+    hooked = (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+              or module._backward_pre_hooks or _torch_module._global_forward_hooks
+              or _torch_module._global_forward_pre_hooks
+              or _torch_module._global_backward_hooks
+              or _torch_module._global_backward_pre_hooks)
     return None if hooked else module.module
 
 

@@ -314,7 +314,8 @@ def make_update_step(
         raise TypeError(f"timing must be an rl_profiling.Timing (with add_time) or None, "
                         f"got {type(timing).__name__}")
     if loss_keys is not None:
-        if isinstance(loss_keys, str) or not all(isinstance(k, str) for k in loss_keys):
+        if (isinstance(loss_keys, str) or not isinstance(loss_keys, Sequence)
+                or not all(isinstance(k, str) for k in loss_keys)):
             raise TypeError(f"loss_keys: expected a sequence of str (output entries) or None, "
                             f"got {loss_keys!r}")
         loss_keys = tuple(loss_keys)
