@@ -34,16 +34,15 @@ def test_pairs_store_each_step_of_the_env_in_either_layout(time_dim):
         env.close()
 
 
-def test_keyed_pairs_and_per_step_lists_read_new_tensors_by_key():
+def test_keyed_pairs_read_new_tensors_by_key():
     template = TensorDict({"action": torch.zeros(2, 1), ("next", "obs"): torch.zeros(2, 4)}, [2])
     writer = RolloutWriter(template, 3, time_dim=1, zeros=True)
     outs = writer.keyed(["action"])
     assert outs[0][1] == "action"  # a one-element key as its string
-    steps = [writer.at(outs, t) for t in range(3)]
-    for t, plan in enumerate(steps):
+    for t in range(3):
         td = TensorDict(action=torch.full((2, 1), float(t)), batch_size=[2])
-        for dst, key in plan:
-            dst.copy_(td.get(key))
+        for slot, key in outs:
+            slot[t].copy_(td.get(key))
     assert writer.storage.get("action")[:, :, 0].tolist() == [[0.0, 1.0, 2.0]] * 2
     assert writer.storage.get(("next", "obs")).abs().sum() == 0  # zeros: never written
 

@@ -214,7 +214,7 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         is the rest of the batch's (the loop's own cost included)."""
         plan = self._batch_plan
         if actor.writes_batch:  # its outputs are in the batch already: nothing to carry
-            plan = dataclasses.replace(plan, outs=[()] * steps, carry=[])
+            plan = dataclasses.replace(plan, outs=[], carry=[])
         _, t_policy, t_env, total = step_loop(steps, actor, self.env.fast_step, plan)
         self._credit_steps(t_policy, t_env, total - t_policy - t_env, steps)
 

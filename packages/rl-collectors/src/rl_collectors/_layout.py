@@ -92,7 +92,7 @@ class BatchPlanner:
     are root leaves the fast path never changes from their zero value (the root done
     flags: a fast step writes only observations and state into the root, a fast reset
     sets the flags to ``False``): they stay as allocated and are not copied. A new batch
-    costs one pair per leaf and one view per policy output and step.
+    costs one pair per leaf.
     """
 
     def __init__(
@@ -113,7 +113,6 @@ class BatchPlanner:
 
     def plan(self, writer: RolloutWriter) -> StepPlan:
         """The plan of ``writer``'s storage: ``carry`` and ``after`` go into it."""
-        outs = writer.keyed(self.out_keys)
         return StepPlan(self.policy_input, writer.bind(self.root),
-                        [writer.at(outs, t) for t in range(writer.steps)], list(self.carry),
+                        writer.keyed(self.out_keys), list(self.carry),
                         writer.bind(self.next, prefix=(NEXT,)), list(self.after))

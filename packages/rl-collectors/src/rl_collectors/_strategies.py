@@ -70,27 +70,26 @@ class RandomActor:
 
     def __init__(self, spec: Any, action_keys: list[tuple], action: Any) -> None:
         self.spec, self.keys, self.action = spec, action_keys, action
-        self.pairs: list[list[tuple[Any, Any]]] = []
+        self.pairs: list[tuple[Any, Any]] = []
         self.env_input: Any = None
 
     def begin(self, steps: int, policy_input: TensorDictBase, buffer: TensorDictBase) -> None:
-        """Draw the actions of the next ``steps`` calls into ``buffer[..., :steps]`` and plan
-        their copies into ``policy_input``'s action leaves (fetched here: a policy's ``set``
-        may have replaced them)."""
+        """Draw the actions of the next ``steps`` calls into ``buffer[..., :steps]`` and pair
+        each of ``policy_input``'s action leaves (fetched here: a policy's ``set`` may have
+        replaced them) with its batch leaf, time first: step ``t`` copies row ``t``."""
         nb = policy_input.batch_dims
         draws = self.spec.rand((steps,))
+        pair = RolloutWriter.copy_pair
+        self.pairs = []
         for key in self.keys:
-            buffer.get(key).narrow(nb, 0, steps).copy_(draws.get(key).movedim(0, nb))
-        pre, pair = (slice(None),) * nb, RolloutWriter.copy_pair
-        self.pairs = [
-            [pair(policy_input.get(k), buffer.get(k)[(*pre, t)]) for k in self.keys]
-            for t in range(steps)
-        ]
+            rows = buffer.get(key).narrow(nb, 0, steps).movedim(nb, 0)
+            rows.copy_(draws.get(key))
+            self.pairs.append(pair(policy_input.get(key), rows))
         self.env_input = self.action(policy_input)  # the same tensors on every step
 
     def __call__(self, policy_input: TensorDictBase, t: int) -> Any:
-        for dst, src in self.pairs[t]:
-            dst[...] = src
+        for dst, rows in self.pairs:
+            dst[...] = rows[t]
         return self.env_input
 
 

@@ -48,10 +48,10 @@ class StepPlan:
             plus the policy's outputs); ``None`` for an actor that does not read one.
         root: ``(slot, src)`` pairs copied as ``slot[t] = src`` before the step (sources
             that keep their identity: the env's root buffers; numpy views on the CPU).
-        outs: per step ``t``, ``(dst, key)`` pairs copied as
-            ``dst.copy_(policy_input.get(key))`` before the step (a policy writes new
-            tensors each call, so they are read by key); empty lists for an actor that
-            writes its outputs into the batch itself.
+        outs: ``(slot, key)`` pairs copied as ``slot[t].copy_(policy_input.get(key))``
+            before the step (a policy writes new tensors each call, so they are read by
+            key; :meth:`RolloutWriter.keyed`); empty for an actor that writes its
+            outputs into the batch itself.
         carry: :func:`carry_pairs` of the keys that cross a step (recurrent state).
         next: ``(slot, src)`` pairs copied as ``slot[t] = src`` after the step (the env's
             next buffers).
@@ -67,7 +67,7 @@ class StepPlan:
         >>> obs, seen = torch.zeros(2), torch.zeros(3, 2)
         >>> def step(action):
         ...     obs.add_(action)
-        >>> plan = StepPlan(None, next=[(seen, obs)], outs=[[], [], []])
+        >>> plan = StepPlan(None, next=[(seen, obs)])
         >>> step_loop(3, lambda td, t: 1.0, step, plan)[0]
         3
         >>> seen[:, 0]
@@ -121,8 +121,8 @@ def step_loop(
         t1 = clock()
         for slot, src in root:
             slot[t] = src
-        for dst, key in outs[t]:
-            dst.copy_(policy_input.get(key))
+        for slot, key in outs:
+            slot[t].copy_(policy_input.get(key))
         if carry:
             carry_state(policy_input, carry)
         t2 = clock()
@@ -222,7 +222,7 @@ def _random_loop(
         actor = _BulkActor(draws, action)
         done_np = nxt.get(DONE).numpy()
         stop = (lambda t: np.count_nonzero(done_np)) if brk else None
-    plan = StepPlan(None, root_pairs, [()] * steps, next=next_pairs, ranges=_ROLLOUT_RANGES)
+    plan = StepPlan(None, root_pairs, next=next_pairs, ranges=_ROLLOUT_RANGES)
     t_end = step_loop(steps, actor, env.fast_step, plan, stop)[0]
     if numpy_ok and derive_done:
         out = storage.get(NEXT)
@@ -304,8 +304,7 @@ def _policy_loop(
     actor = _PolicyActor(policy, env, env_keys, torch.is_grad_enabled())
     actor.call(ptd)  # step 0's call: what the policy writes sizes the storage
     storage, (outs, next_pairs), policy_next = _policy_storage(env, ptd, template, steps)
-    plan = StepPlan(ptd, [], [RolloutWriter.at(outs, t) for t in range(steps)],
-                    carry_pairs(policy_next), next_pairs, ranges=_ROLLOUT_RANGES)
+    plan = StepPlan(ptd, [], outs, carry_pairs(policy_next), next_pairs, ranges=_ROLLOUT_RANGES)
     done_t = nxt.get(DONE)
     with torch.no_grad():
         t_end = step_loop(steps, actor, env.fast_step, plan,

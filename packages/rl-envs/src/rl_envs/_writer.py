@@ -7,8 +7,8 @@ says why each. The writer allocates the storage once and builds, once, the
 ``(destination, source)`` pairs a loop copies each step: numpy views when both sides are
 on the CPU (a numpy slice assignment costs a fraction of ``Tensor.copy_``), the tensors
 elsewhere. A destination is the storage leaf with time moved first, so ``dst[t]`` is step
-``t``'s slot whatever the layout; the loops do ``dst[t] = src``, or build per-step lists
-once with :meth:`RolloutWriter.at` and do ``dst[...] = src``.
+``t``'s slot whatever the layout; the loop does ``dst[t] = src`` (and
+``dst[t].copy_(td.get(key))`` for the keyed pairs).
 """
 
 from __future__ import annotations
@@ -271,10 +271,3 @@ class RolloutWriter:
         string (``get("action")`` is the cheaper call)."""
         keys = [_tup(k) for k in keys]
         return [(self.slot((*prefix, *k)), k[0] if len(k) == 1 else k) for k in keys]
-
-    @staticmethod
-    def at(pairs: list[tuple[Any, Any]], t: int) -> list[tuple[Any, Any]]:
-        """Step ``t``'s pairs (:meth:`pairs`' or :meth:`keyed`'s), ``dst[t]`` in place of
-        ``dst``: built once per step before the loop, they are copied with
-        ``dst[...] = src`` (or ``dst.copy_(td.get(key))``)."""
-        return [(dst[t], src) for dst, src in pairs]
