@@ -50,7 +50,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results" / "peers.json"
 SHORT_RESULTS = Path(tempfile.gettempdir()) / "peers_short.json"
-PEER_VERSIONS = ("stable-baselines3", "gymnasium", "ale-py", "mujoco", "opencv-python-headless")
+PEER_VERSIONS = (
+    "stable-baselines3", "sb3-contrib", "gymnasium", "ale-py", "mujoco", "opencv-python-headless"
+)
 
 
 @dataclasses.dataclass

@@ -67,8 +67,12 @@ EXAMPLES: dict[str, dict] = {
                       "less on an idle machine; 100,000 (SAC's and TD3's budget) would take "
                       "{hours_100k} hours. The target, 100, is above "
                       "what our SAC's recorded runs reached at 30,000 frames: {rival}; the "
-                      "issue asks CrossQ to beat SAC at CrossQ's budget.",
+                      "issue asks CrossQ to beat SAC at CrossQ's budget. sb3-contrib's "
+                      "`CrossQ` with the same settings and budget (its side of "
+                      "`compare_peers.py --tasks crossq-halfcheetah`, run alone): {peer}.",
         "rival": "sac_mujoco",
+        # the peer's runs at this budget: compare_peers.py --sides sb3 --out <this file>
+        "peer_from": "crossq_peer.json", "peer_task": "crossq-halfcheetah",
         "published": "sb3-contrib's `CrossQ` on six MuJoCo tasks (its docs' results plot): "
                      "[sb3-contrib CrossQ docs](https://sb3-contrib.readthedocs.io/en/master/"
                      "modules/crossq.html#results)",

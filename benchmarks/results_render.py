@@ -74,6 +74,27 @@ def rival_at(name: str, frames: int, runs: list[dict], examples_dir: Path) -> st
     return ", ".join(shown) or f"no recorded curve of `{name}.py`"
 
 
+def peer_at(path: Path, task: str, frames: int) -> str:
+    """The peer's runs of ``task`` at ``frames`` in ``path`` (a results file of
+    ``compare_peers.py --sides sb3 --out``): one return per seed, with when it ran, its load
+    and the peer's version."""
+    file = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    if not path.exists():
+        return f"not run yet (`{file}` is missing)"
+    record = json.loads(path.read_text())["tasks"].get(task)
+    runs = [r for r in (record or {}).get("runs", [])
+            if r["side"] == "sb3" and r["frames"] == frames]
+    if not runs:
+        return f"no run at {frames:,} frames in `{file}`"
+    versions = record["meta"].get("peer_versions", {})
+    peer = next((f"{name} {versions[name]}" for name in ("sb3-contrib", "stable-baselines3")
+                 if name in versions), "version not recorded")
+    shown = [f"seed {r['seed']} {r['mean_return']:.1f} ({peer}, "
+             f"{r['started']}, 1-minute load {r['load_avg_1min_before']} at its start)"
+             for r in sorted(runs, key=lambda r: r["seed"])]
+    return ", ".join(shown)
+
+
 def budget_notes(runs: list[dict], examples: dict[str, dict],
                  examples_dir: Path) -> list[str]:
     """Why an example's budget is what it is, where its spec says (``"budget_why"``, its
@@ -88,6 +109,9 @@ def budget_notes(runs: list[dict], examples: dict[str, dict],
             figures["hours_budget"] = f"{spec['budget'] * figures['per_frame_s'] / 3600:.1f}"
         if figures is not None and "rival" in spec:
             figures["rival"] = rival_at(spec["rival"], spec["budget"], runs, examples_dir)
+        if figures is not None and "peer_from" in spec:
+            figures["peer"] = peer_at(ROOT / "benchmarks" / "results" / spec["peer_from"],
+                                      spec["peer_task"], spec["budget"])
         why = (spec["budget_why"].format(**figures) if figures is not None
                else f"not measured yet (`benchmarks/results/{spec['budget_from']}` is missing)")
         notes.append(f"- `{name}.py`, {spec['budget']:,} frames: {why}")

@@ -5,6 +5,7 @@ stop the others; and the new examples' fingerprints follow the loop they import.
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -142,3 +143,26 @@ def test_crossq_budget_is_one_figure_and_the_page_says_why(bench_script, tmp_pat
     notes = "\n".join(module.budget_notes([sac]))
     assert f"`crossq_mujoco.py`, {default:,} frames: about an hour a seed" in notes
     assert "seed 1 42.5 (code old)" in notes and "{" not in notes
+    assert "sb3-contrib's `CrossQ` with the same settings and budget" in notes
+
+
+def test_the_peers_return_at_the_budget_is_read_from_its_results_file(bench_script,
+                                                                       tmp_path) -> None:
+    """The CrossQ budget note quotes the peer's run at that budget from the file
+    ``compare_peers.py --sides sb3 --out`` writes; other budgets and our side are not it."""
+    render = bench_script("results_render")
+    path = tmp_path / "peer.json"
+    assert "not run yet" in render.peer_at(path, "crossq-halfcheetah", 30_000)
+
+    def run(side, seed, frames, ret):
+        return {"side": side, "seed": seed, "frames": frames, "mean_return": ret,
+                "started": "2026-11-27 16:00 UTC", "load_avg_1min_before": 2.3}
+
+    record = {"runs": [run("sb3", 1, 30_000, 2500.25), run("sb3", 0, 30_000, 4000.0),
+                       run("sb3", 2, 10_000, 99.0), run("ours", 0, 30_000, 1.0)],
+              "meta": {"peer_versions": {"stable-baselines3": "2.9.2", "sb3-contrib": "2.9.1"}}}
+    path.write_text(json.dumps({"tasks": {"crossq-halfcheetah": record}}))
+    text = render.peer_at(path, "crossq-halfcheetah", 30_000)
+    assert text.startswith("seed 0 4000.0 (sb3-contrib 2.9.1, 2026-11-27 16:00 UTC, 1-minute")
+    assert "seed 1 2500.2" in text and "99.0" not in text and " 1.0 " not in text
+    assert "no run at 50,000 frames" in render.peer_at(path, "crossq-halfcheetah", 50_000)
