@@ -74,6 +74,28 @@ def rival_at(name: str, frames: int, runs: list[dict], examples_dir: Path) -> st
     return ", ".join(shown) or f"no recorded curve of `{name}.py`"
 
 
+def versus(name: str, rival: str, frames: int, runs: list[dict], examples_dir: Path) -> str:
+    """Example ``name``'s final return against ``rival``'s recorded curve at ``frames``, seed
+    by seed (the current runs of each, else their last runs of earlier code), and on how
+    many seeds it is higher."""
+    def current(example: str) -> dict[int, dict]:
+        mine = [r for r in runs if r["example"] == example]
+        code = code_fingerprint(example, examples_dir)
+        return {r["seed"]: r for r in ([r for r in mine if r.get("code") == code] or mine)}
+
+    ours, theirs = current(name), current(rival)
+    pairs = []
+    for seed in sorted(set(ours) & set(theirs)):
+        value = value_at(theirs[seed].get("series", {}).get(RETURN_TAG, []), frames)
+        if value is not None:
+            pairs.append((seed, ours[seed]["mean_return"], value))
+    if not pairs:
+        return f"no seed recorded for both `{name}.py` and `{rival}.py`"
+    higher = sum(mine > other for _, mine, other in pairs)
+    shown = ", ".join(f"seed {seed} {mine:.1f} against {other:.1f}" for seed, mine, other in pairs)
+    return f"{shown}: higher on {higher} of {len(pairs)} seeds"
+
+
 def peer_at(path: Path, task: str, frames: int) -> str:
     """The peer's runs of ``task`` at ``frames`` in ``path`` (a results file of
     ``compare_peers.py --sides sb3 --out``): one return per seed, with when it ran, its load
@@ -109,6 +131,7 @@ def budget_notes(runs: list[dict], examples: dict[str, dict],
             figures["hours_budget"] = f"{spec['budget'] * figures['per_frame_s'] / 3600:.1f}"
         if figures is not None and "rival" in spec:
             figures["rival"] = rival_at(spec["rival"], spec["budget"], runs, examples_dir)
+            figures["versus"] = versus(name, spec["rival"], spec["budget"], runs, examples_dir)
         if figures is not None and "peer_from" in spec:
             figures["peer"] = peer_at(ROOT / "benchmarks" / "results" / spec["peer_from"],
                                       spec["peer_task"], spec["budget"])

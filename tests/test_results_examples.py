@@ -146,6 +146,27 @@ def test_crossq_budget_is_one_figure_and_the_page_says_why(bench_script, tmp_pat
     assert "sb3-contrib's `CrossQ` with the same settings and budget" in notes
 
 
+def test_crossq_is_compared_with_sac_seed_by_seed_at_its_budget(bench_script) -> None:
+    """Each seed's final CrossQ return against SAC's curve at CrossQ's budget, and the
+    count of seeds where CrossQ is higher (a seed missing on one side is left out)."""
+    render = bench_script("results_render")
+    examples = render.ROOT / "examples"
+
+    def run(example, seed, final, curve):
+        return {"example": example, "seed": seed, "code": "old", "mean_return": final,
+                "series": {render.RETURN_TAG: curve}}
+
+    runs = [run("crossq_mujoco", 0, 3000.0, []), run("crossq_mujoco", 1, 50.0, []),
+            run("crossq_mujoco", 2, 10.0, []),
+            run("sac_mujoco", 0, 4000.0, [[10_000, -200.0], [30_000, 120.0], [40_000, 900.0]]),
+            run("sac_mujoco", 1, 4000.0, [[29_000, 60.0], [31_000, 700.0]])]
+    text = render.versus("crossq_mujoco", "sac_mujoco", 30_000, runs, examples)
+    assert text == ("seed 0 3000.0 against 120.0, seed 1 50.0 against 60.0: "
+                    "higher on 1 of 2 seeds")
+    assert "no seed recorded" in render.versus("crossq_mujoco", "sac_mujoco", 30_000,
+                                               runs[:3], examples)
+
+
 def test_the_peers_return_at_the_budget_is_read_from_its_results_file(bench_script,
                                                                        tmp_path) -> None:
     """The CrossQ budget note quotes the peer's run at that budget from the file
