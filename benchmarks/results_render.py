@@ -62,12 +62,18 @@ def step_cost(file: str) -> dict | None:
             "per_frame_s": per_frame, "hours_100k": f"{100_000 * per_frame / 3600:.1f}"}
 
 
+def current_runs(mine: list[dict], name: str, examples_dir: Path) -> list[dict]:
+    """The runs among ``mine`` (example ``name``'s) of its current code, read from
+    ``examples_dir``, else all of them (its last runs of earlier code)."""
+    return [r for r in mine if r.get("code") == code_fingerprint(name, examples_dir)] or mine
+
+
 def rival_at(name: str, frames: int, runs: list[dict], examples_dir: Path) -> str:
     """What example ``name``'s recorded curves (its current runs, else its last runs of
     earlier code) show at ``frames``: one value per seed, with the code that ran (the current
     code read from ``examples_dir``)."""
     mine = [r for r in runs if r["example"] == name and RETURN_TAG in r.get("series", {})]
-    current = [r for r in mine if r.get("code") == code_fingerprint(name, examples_dir)] or mine
+    current = current_runs(mine, name, examples_dir)
     values = [(r["seed"], value_at(r["series"][RETURN_TAG], frames), r["code"]) for r in current]
     shown = [f"seed {seed} {value:.1f} (code {code})" for seed, value, code in values
              if value is not None]
@@ -80,8 +86,7 @@ def versus(name: str, rival: str, frames: int, runs: list[dict], examples_dir: P
     many seeds it is higher."""
     def current(example: str) -> dict[int, dict]:
         mine = [r for r in runs if r["example"] == example]
-        code = code_fingerprint(example, examples_dir)
-        return {r["seed"]: r for r in ([r for r in mine if r.get("code") == code] or mine)}
+        return {r["seed"]: r for r in current_runs(mine, example, examples_dir)}
 
     ours, theirs = current(name), current(rival)
     pairs = []
