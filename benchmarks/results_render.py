@@ -202,6 +202,7 @@ def render(records: list[dict], argv: list[str], page: Path, superseded: list[di
         "",
         *_runs_table(records),
         "",
+        *gpu_section(page),
         *peers_section(),
         *superseded_section(superseded or []),
         f"{RUNS_MARK}\n{dump_records(records)}\n-->",
@@ -271,6 +272,27 @@ def _runs_table(records: list[dict]) -> list[str]:
           f"{load_cell(r)} | {r['frames']:,} | {r['mean_return']} | "
           f"{_frames_to_target(r)} | {r['seconds']} | {r['fps']} | {r.get('note', '')} |"
           for r in sorted(records, key=lambda r: (r['example'], r['seed']))],
+    ]
+
+
+def gpu_section(page: Path) -> list[str]:
+    """The learner on a GPU, quoted at build time from ``benchmarks/results/gpu.json`` (the
+    prepared check's record; ``tools/mkdocs_hooks/gpu_tables.py``), when one exists."""
+    if not (Path(__file__).resolve().parent / "results" / "gpu.json").exists():
+        return []
+    return [
+        "## The learner on a GPU",
+        "",
+        "The examples above ran on CPUs. Their update steps, compiled and captured in CUDA "
+        "graphs (`--compile --cudagraphs`), were timed once on a lent GPU by the prepared "
+        "check (`tools/gpu/`): update-side frames/s of LeanRL's four rows, synthetic batches "
+        "of the real shapes, no environment. The whole record, with the replay and recurrent "
+        "kernels: [Running on a GPU](gpu.md#measured-on-a-gpu).",
+        "",
+        "<!-- gpu: stamp -->",
+        "",
+        "<!-- gpu: speedups -->",
+        "",
     ]
 
 

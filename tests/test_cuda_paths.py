@@ -3,7 +3,7 @@
 Each test carries the ``cuda`` marker and skips on a machine without CUDA, with the
 reason; ``tools/gpu/run_check.py`` runs them on a lent GPU machine, where gymnasium is not
 installed, so the env here is a small torch one. Covered: the Triton priority tree, the
-recurrent ``"triton"`` backend end to end (forward and backward), the collector's
+recurrent ``"triton"`` backend end to end (forward and backward, against float64), the collector's
 CUDA-graphed policy, NVTX ranges and ``Timing``'s CUDA synchronisation (the update
 step's CUDA graph is in rl-objectives' ``test_objectives_update_step.py``).
 """
@@ -66,7 +66,13 @@ def test_triton_priority_tree_samples_as_the_torch_tree():
     assert trees[1].total() == pytest.approx(trees[0].total(), rel=1e-12)
 
 
-def test_recurrent_triton_backend_matches_pad_forward_and_backward():
+def test_recurrent_triton_backend_matches_a_float64_reference_forward_and_backward():
+    """The Triton kernels (fp32, ``"ieee"`` matmuls) against the ``"pad"`` backend run in
+    float64 on the CPU: cuDNN's own LSTM on the GPU uses TF32 by default
+    (``torch.backends.cudnn.allow_tf32``), off from float32 by ~1e-4, too far to be the
+    reference of an fp32 kernel."""
+    import copy
+
     from rl_recurrent import LSTMModule, set_recurrent_mode
 
     torch.manual_seed(0)
@@ -75,18 +81,24 @@ def test_recurrent_triton_backend_matches_pad_forward_and_backward():
     is_init[:, 0] = True
     td = TensorDict({"obs": torch.randn(b, t, 16, device="cuda"), "is_init": is_init}, [b, t])
     module = LSTMModule(16, 32, in_key="obs", out_key="feat", device="cuda",
-                        recurrent_matmul_precision="ieee")
+                        recurrent_matmul_precision="ieee", recurrent_backend="triton")
+    reference = copy.deepcopy(module).to("cpu", torch.float64)
+    reference.recurrent_backend = "pad"
     grads = {}
-    for backend in ("pad", "triton"):
-        module.recurrent_backend = backend
-        module.zero_grad(set_to_none=True)
+    for name, m, batch in (("triton", module, td.clone()),
+                           ("ref", reference, td.to("cpu").apply(_as_float64))):
         with set_recurrent_mode(True):
-            out = module(td.clone())["feat"]
+            out = m(batch)["feat"]
         out.square().sum().backward()
-        grads[backend] = (out.detach(), [p.grad.clone() for p in module.parameters()])
-    torch.testing.assert_close(grads["triton"][0], grads["pad"][0], rtol=1e-4, atol=1e-5)
-    for g, r in zip(grads["triton"][1], grads["pad"][1], strict=True):
+        grads[name] = (out.detach().cpu().float(),
+                       [p.grad.detach().cpu().float() for p in m.parameters()])
+    torch.testing.assert_close(grads["triton"][0], grads["ref"][0], rtol=1e-4, atol=1e-5)
+    for g, r in zip(grads["triton"][1], grads["ref"][1], strict=True):
         torch.testing.assert_close(g, r, rtol=1e-3, atol=1e-4)
+
+
+def _as_float64(x: torch.Tensor) -> torch.Tensor:
+    return x.double() if x.is_floating_point() else x
 
 
 def test_collector_cudagraph_policy_matches_eager_policy():
@@ -102,30 +114,52 @@ def test_collector_cudagraph_policy_matches_eager_policy():
             TensorDictModule(MLP(3, 2, num_cells=16, depth=1), ["observation"], ["logits"]),
             ["logits"], distribution_class=torch.distributions.Categorical,
             return_log_prob=True).cuda()
+        # deterministic actions (the mode): a graph's replays draw from other Philox
+        # offsets than eager sampling does, so sampled walks would part at the first step
         collector = Collector(env, actor, frames_per_batch=64, total_frames=192,
-                              cudagraph_policy=cudagraph)
+                              cudagraph_policy=cudagraph, exploration_type="deterministic")
         try:
-            return [b["logits"].clone() for b in collector]
+            return [(b["logits"].clone(), b["action"].clone()) for b in collector]
         finally:
             collector.shutdown()
 
     eager, graphed = run(False), run(True)
-    for e, g in zip(eager, graphed, strict=True):
+    for (e, e_action), (g, g_action) in zip(eager, graphed, strict=True):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+        assert torch.equal(g_action, e_action)
+
+
+NVTX_CHILD = """
+import torch
+pushed, popped = [], []
+push, pop = torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
+torch.cuda.nvtx.range_push = lambda name: (pushed.append(name), push(name))[1]
+torch.cuda.nvtx.range_pop = lambda: (popped.append(1), pop())[1]
+import rl_profiling
+assert rl_profiling.set_nvtx_enabled(True) is True
+rl_profiling.set_profiling_enabled(True)
+with rl_profiling.record("cuda_paths.nvtx"):
+    torch.ones(4, device="cuda").sum()
+torch.cuda.synchronize()
+rl_profiling.set_nvtx_enabled(False)
+with rl_profiling.record("cuda_paths.after"):
+    pass
+print(pushed, len(popped))
+"""
 
 
 def test_nvtx_ranges_open_and_close_on_cuda():
-    import rl_profiling
+    """In an armed process (``RL_PROFILING=1`` is read at import, so a child), an enabled
+    range pushes one NVTX range and pops it; after ``set_nvtx_enabled(False)`` none."""
+    import os
+    import subprocess
+    import sys
 
-    assert rl_profiling.set_nvtx_enabled(True) is True
-    try:
-        rl_profiling.set_profiling_enabled(True)
-        with rl_profiling.record("cuda_paths.nvtx"):
-            torch.ones(4, device="cuda").sum()
-        torch.cuda.synchronize()
-    finally:
-        rl_profiling.set_nvtx_enabled(False)
-        rl_profiling.set_profiling_enabled(False)
+    env = dict(os.environ, RL_PROFILING="1")
+    out = subprocess.run([sys.executable, "-c", NVTX_CHILD], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == "['cuda_paths.nvtx'] 1", out.stdout
 
 
 def test_timing_cuda_sync_waits_for_the_gpu():

@@ -39,6 +39,7 @@ def _load(path: Path, name: str):
 bench_tables = _load(HOOKS / "bench_tables.py", "_docs_hook_bench_tables")
 vendored_mermaid = _load(HOOKS / "vendored_mermaid.py", "_docs_hook_vendored_mermaid")
 example_results = _load(HOOKS / "example_results.py", "_docs_hook_example_results")
+gpu_tables = _load(HOOKS / "gpu_tables.py", "_docs_hook_gpu_tables")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def results() -> dict:
 
 
 def test_hook_docstring_examples_run():
-    for module in (bench_tables, vendored_mermaid, example_results):
+    for module in (bench_tables, vendored_mermaid, example_results, gpu_tables):
         outcome = doctest.testmod(module)
         assert outcome.failed == 0, f"{module.__name__}: {outcome}"
 
@@ -250,3 +251,25 @@ def test_every_example_marker_on_the_pages_resolves():
             marker.search(out)
             for marker in (example_results.SUMMARY, example_results.BRIEF, example_results.SERIES)
         )
+
+
+def test_gpu_markers_quote_the_record_and_wrong_ones_fail(tmp_path: Path):
+    record = gpu_tables.load_record(ROOT / "benchmarks" / "results" / "gpu.json")
+    pages = [p for p in (ROOT / "docs").rglob("*.md") if gpu_tables.MARKER.search(p.read_text())]
+    assert {p.name for p in pages} >= {"gpu.md", "results.md"}
+    for page in pages:
+        out = gpu_tables.expand(page.read_text(), record, page.name)
+        assert "<!-- gpu:" not in out
+    table = gpu_tables.expand("<!-- gpu: updates -->", record, "p.md").splitlines()[2:]
+    assert len(table) == len(record["sections"]["updates"])
+    assert record["device"] in gpu_tables.expand("<!-- gpu: stamp -->", record, "p.md")
+    with pytest.raises(PluginError, match=r"p.md: <!-- gpu: nope -->: unknown"):
+        gpu_tables.expand("<!-- gpu: nope -->", record, "p.md")
+    with pytest.raises(PluginError, match="has no 'lstm' section"):
+        gpu_tables.expand("<!-- gpu: lstm -->", {"sections": {}}, "p.md")
+    dry = tmp_path / "gpu.json"
+    dry.write_text(json.dumps({**record, "dry_run": True}))
+    with pytest.raises(PluginError, match="dry run"):
+        gpu_tables.load_record(dry)
+    with pytest.raises(PluginError, match="not found"):
+        gpu_tables.load_record(tmp_path / "absent.json")

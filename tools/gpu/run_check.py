@@ -87,6 +87,26 @@ def run(cmd: list[str], env: dict, timeout: float, log_path: Path, log: Log) -> 
     return rc
 
 
+def record_tests(junit: Path, record: Path) -> None:
+    """Add the CUDA-only tests' outcome to ``gpu.json`` (``tests``: passed, failed, skipped)."""
+    if not junit.exists() or not record.exists():
+        return
+    import xml.etree.ElementTree as ET
+
+    passed, failed, skipped = 0, [], 0
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed.append(name)
+        elif case.find("skipped") is not None:
+            skipped += 1
+        else:
+            passed += 1
+    doc = json.loads(record.read_text())
+    doc["tests"] = {"passed": passed, "failed": failed, "skipped": skipped}
+    record.write_text(json.dumps(doc, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU (CI)")
@@ -116,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             bench.append("--dry-run")
         rc_bench = run(bench, env, max(40.0, left()), args.out / "run_check.log", log)
+    record_tests(args.out / "pytest.xml", args.out / "gpu.json")
     trace = args.out / "gpu_trace.json"
     if trace.exists():  # compressed: what comes back is at most 16 MiB a file
         with trace.open("rb") as src, gzip.open(str(trace) + ".gz", "wb") as dst:

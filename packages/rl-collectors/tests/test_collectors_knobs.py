@@ -97,6 +97,39 @@ def test_cuda_knobs_are_inert_without_cuda() -> None:
     collector.shutdown()
 
 
+def test_a_graphed_policy_keeps_the_rollout_input_bound() -> None:
+    """``CudaGraphModule`` rebinds the leaves of the TensorDict it is called on (on a CPU it
+    runs its warm-up path every call, which does that too): called bare on the rollout's
+    policy input, the policy would read the first observation forever. Through
+    ``graphed_in_place`` (what ``cudagraph_policy=True`` installs on CUDA) the batch is
+    the eager one."""
+    from rl_collectors._policy import graphed_in_place
+    from tensordict.nn import CudaGraphModule
+
+    def run(wrap) -> tuple[torch.Tensor, torch.Tensor]:
+        collector = Collector(
+            GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True),
+            greedy(mlp_policy()), frames_per_batch=20, total_frames=40,
+        )
+        if wrap is not None:
+            actor = collector._policy_actor
+            with pytest.warns(UserWarning, match="without CUDA"):
+                graphed = CudaGraphModule(actor.policy)
+            actor.policy = wrap(graphed, collector.out_keys)
+        collector.set_seed(3)
+        batches = list(collector)
+        collector.shutdown()
+        return (torch.cat([b["observation"] for b in batches], -2),
+                torch.cat([b["logits"] for b in batches], -2))
+
+    eager = run(None)
+    graphed = run(graphed_in_place)
+    bare = run(lambda module, keys: module)
+    for got, want in zip(graphed, eager, strict=True):
+        torch.testing.assert_close(got, want)
+    assert not torch.equal(bare[1], eager[1])  # the hazard the wrapper removes
+
+
 class Normalise(torch.nn.Module):
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return obs / 10.0, (obs[..., 0] > 0).long()

@@ -100,3 +100,37 @@ def test_gym_env_step_accepts_an_action_that_requires_grad() -> None:
     data = env.rollout(12, lambda t: t.set("action", policy(t["observation"])))
     assert data.shape == (2, 12)
     env.close()
+
+
+def test_a_spec_set_without_a_device_moves_to_the_env_device() -> None:
+    """As TorchRL's setters do: a spec written with no device (or another one) lives on the
+    env's device, and so do the buffers built from it (the collector's first policy input);
+    a spec already there is kept as the same object. ``"meta"`` stands for the CPU spec of
+    a CUDA env on a machine without one."""
+    from rl_envs import Categorical
+
+    class Walk(EnvBase):
+        def __init__(self) -> None:
+            super().__init__(batch_size=(2,), device="cpu")
+            self.observation_spec = Composite(
+                observation=Unbounded((2, 3), device="meta"), shape=(2,))
+            self.action_spec = Categorical(2, (2,), device="meta")
+            self.reward_spec = Unbounded((2, 1), device="meta")
+
+        def _reset(self, td):
+            return TensorDict(observation=torch.zeros(2, 3), batch_size=[2])
+
+        def _step(self, td):
+            raise NotImplementedError
+
+        def _set_seed(self, seed):
+            pass
+
+    env = Walk()
+    cpu = torch.device("cpu")
+    assert env.observation_spec["observation"].device == cpu
+    assert env.action_spec.device == cpu and env.full_reward_spec["reward"].device == cpu
+    assert all(v.device == cpu for v in env.buffers()[0].values(True, True))
+    kept = env.observation_spec
+    env.observation_spec = kept
+    assert env.observation_spec is kept

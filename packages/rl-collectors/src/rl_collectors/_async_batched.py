@@ -179,7 +179,7 @@ class AsyncBatchedCollector(BaseCollector, ProfilingMixin):
             pool = ThreadEnvPool(fns, slots, envs)
         self._state["pool"] = pool
         self.weight_updater = bind_updater(self.options.weight_updater, self.policy, policy)
-        forward = policy_forward(self.policy, self.options, self.policy_device)
+        forward = policy_forward(self.policy, self.options, self.policy_device, self.out_keys)
         root, nxt = frame_templates(slots, self.out_keys, probe)
         store = FrameStore(root, nxt, self.frames_per_batch, self.num_envs)
         self._server = InferenceServer(

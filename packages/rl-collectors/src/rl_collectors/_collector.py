@@ -189,7 +189,7 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
 
     def _choose_strategies(self) -> None:
         opts = self.options
-        forward = policy_forward(self.policy, opts, self.policy_device)
+        forward = policy_forward(self.policy, opts, self.policy_device, self.out_keys)
         keys = [nested(k) for k in self.env.action_keys]
         action = env_action(keys)
         if self.policy_device != self.env_device:

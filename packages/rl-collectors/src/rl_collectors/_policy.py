@@ -7,8 +7,10 @@ step), and to fail early, with a clear message, when it does not write the actio
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -28,6 +30,7 @@ __all__ = [
     "StreamSyncActor",
     "exploration_context",
     "find_outputs",
+    "graphed_in_place",
     "policy_forward",
     "prepare_policy",
     "resolve_interaction",
@@ -81,11 +84,13 @@ def prepare_policy(policy: Any, env: Any, policy_device: torch.device | None) ->
     return policy
 
 
-def policy_forward(policy: Any, options: Any, policy_device: torch.device) -> Any:
+def policy_forward(policy: Any, options: Any, policy_device: torch.device,
+                   out_keys: list[Any]) -> Any:
     """The callable the rollout runs: ``policy``, compiled and/or CUDA-graphed per ``options``.
 
     ``policy`` itself stays eager (weights, ``state_dict`` and the probe use it); the
-    wrappers share its parameters, so in-place weight updates reach them.
+    wrappers share its parameters, so in-place weight updates reach them. ``out_keys``
+    are the keys the policy writes (:func:`find_outputs`).
     """
     forward = policy
     if options.compile_policy and isinstance(policy, torch.nn.Module):
@@ -101,8 +106,44 @@ def policy_forward(policy: Any, options: Any, policy_device: torch.device) -> An
             from tensordict.nn import CudaGraphModule
 
             kwargs = options.cudagraph_policy if isinstance(options.cudagraph_policy, dict) else {}
-            forward = CudaGraphModule(forward, **kwargs)
+            forward = graphed_in_place(CudaGraphModule(forward, **kwargs), out_keys)
     return forward
+
+
+def graphed_in_place(graphed: Any, out_keys: list[Any]) -> Any:
+    """``graphed`` (a ``CudaGraphModule``) called as the rollout calls a policy: in place.
+
+    ``CudaGraphModule`` rebinds the entries of the TensorDict it is given (its warm-up and
+    capture calls replace each leaf with a clone), which would cut the rollout's policy
+    input off from the buffers the env writes: every later step would read the
+    observation of the capture. It is given a shallow copy instead, and the policy's
+    outputs are copied back into the caller's leaves. ``torch.distributions``' argument
+    checks (a host-side test a CUDA graph cannot capture) are off around the call.
+    """
+
+    def forward(td: TensorDictBase) -> TensorDictBase:
+        with _distribution_checks(False):
+            out = graphed(td.copy())
+        for key in out_keys:
+            dst = td.get(key, None)
+            if dst is None:
+                td.set(key, out.get(key))
+            else:
+                dst.copy_(out.get(key))
+        return td
+
+    return forward
+
+
+@contextlib.contextmanager
+def _distribution_checks(flag: bool) -> Iterator[None]:
+    """``torch.distributions``' default ``validate_args`` set to ``flag``, then restored."""
+    before = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(flag)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(before)
 
 
 class BatchedRandomPolicy:

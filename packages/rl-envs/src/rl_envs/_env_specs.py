@@ -16,6 +16,22 @@ from rl_envs._specs import Bounded, TensorSpec
 __all__ = ["EnvSpecSurface"]
 
 
+class _HeldSpec:
+    """A spec attribute of an env: set, it is moved to the env's device (:func:`_on_device`)."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, env: Any, owner: type | None = None) -> Any:
+        return self if env is None else getattr(env, self.slot)
+
+    def __set__(self, env: Any, spec: Any) -> None:
+        setattr(env, self.slot, _on_device(spec, env.device))
+
+
 class EnvSpecSurface:
     """Mixin of :class:`~rl_envs.EnvBase`: TorchRL's spec properties and key lists.
 
@@ -30,12 +46,16 @@ class EnvSpecSurface:
         >>> env.close()
     """
 
-    observation_spec: Composite
-    state_spec: Composite
-    full_reward_spec: Composite
-    full_done_spec: Composite
     batch_size: Any
     device: Any
+
+    # -- the held specs: a spec set on an env lives on the env's device (as TorchRL's
+    # setters cast it; a spec written without a device would otherwise leave a CUDA env's
+    # buffers, and the policy's first input, on the CPU)
+    observation_spec = _HeldSpec("The Composite of every observation key.")
+    state_spec = _HeldSpec("The Composite of the extra root inputs (besides the action).")
+    full_reward_spec = _HeldSpec("The Composite of every reward key.")
+    full_done_spec = _HeldSpec("The Composite of the done keys.")
 
     # -- spec accessors (TorchRL names) -------------------------------------------------
     @property
@@ -49,7 +69,7 @@ class EnvSpecSurface:
             raise TypeError(
                 f"full_action_spec: expected a Composite, received {type(spec).__name__}"
             )
-        self._full_action_spec = spec
+        spec = self._full_action_spec = _on_device(spec, self.device)
         keys = spec.keys(True, True)
         self._action_keys = keys
         self._action_leaf = spec[keys[0]] if len(keys) == 1 else None
@@ -210,3 +230,14 @@ def unbatched(spec: Any, dims: int) -> Any:
         return Bounded(spec.low[first], spec.high[first], shape=spec.shape[dims:],
                        device=spec.device, dtype=spec.dtype)
     return spec._rebuild(spec.shape[dims:])
+
+
+def _on_device(spec: Any, device: Any) -> Any:
+    """``spec`` itself when every leaf is on ``device`` (or the env has none), else a copy
+    moved there."""
+    if device is None or not isinstance(spec, Composite):
+        return spec
+    leaves = spec.values(True, True)
+    if all(getattr(leaf, "device", device) == device for leaf in leaves):
+        return spec
+    return spec.to(device)

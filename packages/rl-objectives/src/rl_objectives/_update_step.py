@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
 from rl_objectives._compile import compile_with_warmup
@@ -24,6 +24,28 @@ __all__ = ["UpdateStep", "make_update_step"]
 logger = logging.getLogger(__name__)
 
 _COMPILE_KEYS = ("warmup", "mode", "fullgraph", "backend", "dynamic", "options")
+
+
+def _distribution_checks_off(fn: Callable) -> Callable:
+    """``fn`` run with ``torch.distributions``' argument checks off (restored after).
+
+    The checks (``validate_args``, on by default for ``torch.distributions.Normal`` and
+    the others) test values on the host: a synchronisation that a CUDA graph cannot
+    capture ("operation not permitted when stream is capturing"). The toolkit's own
+    distributions never check; this turns the checks off for a user's too, in the
+    warm-up and capture calls (replays run no Python).
+    """
+
+    def call(tensordict: TensorDictBase) -> TensorDictBase:
+        dist = torch.distributions.Distribution
+        before = dist._validate_args
+        dist.set_default_validate_args(False)
+        try:
+            return fn(tensordict)
+        finally:
+            dist.set_default_validate_args(before)
+
+    return call
 
 
 def _is_loss_key(key: Any) -> bool:
@@ -111,7 +133,10 @@ class UpdateStep:
         self._compiling = compile_kwargs is not None
         self._warmup = compile_kwargs.pop("warmup", 1) if self._compiling else 0
         self._ready_at = self._warmup + 1 if self._compiling else 0  # the compiling call
-        fn: Callable = self._update
+        # a graphed step hands its diagnostics out as one flat buffer (one copy out of the
+        # graph's static output, not one per entry), unpacked into views by ``_unpack``
+        self._layout: list[tuple[str, torch.Size]] | None = None
+        fn: Callable = self._update_packed if cudagraphs else self._update
         if self._compiling:
             fn = compile_with_warmup(fn, warmup=self._warmup, **compile_kwargs)
         if cudagraphs:
@@ -120,7 +145,7 @@ class UpdateStep:
             # CudaGraphModule runs its own warm-up calls, then captures: after the compile
             # warm-up and the compiling call, two more calls warm the compiled graph.
             self._ready_at += 2 + 1
-            fn = CudaGraphModule(fn, warmup=self._ready_at - 1)
+            fn = _distribution_checks_off(CudaGraphModule(fn, warmup=self._ready_at - 1))
         self._fn = fn
 
     def _update(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -131,6 +156,28 @@ class UpdateStep:
         total.backward()
         self._step(result)
         return result
+
+    def _update_packed(self, tensordict: TensorDictBase) -> Any:
+        """``_update`` with its entries concatenated into one 1-D tensor when they share a
+        dtype and are not nested (the losses' scalars); their names and shapes are kept in
+        ``self._layout`` (a side effect that Dynamo replays after a compiled call)."""
+        result = self._update(tensordict)
+        keys = list(result.keys())
+        values = [result.get(k) for k in keys]
+        if (result.batch_size or not values or not all(isinstance(k, str) for k in keys)
+                or any(not isinstance(v, torch.Tensor) or v.dtype != values[0].dtype
+                       for v in values)):
+            self._layout = None
+            return result
+        self._layout = [(k, v.shape) for k, v in zip(keys, values, strict=True)]
+        return torch.cat([v.reshape(-1) for v in values])
+
+    def _unpack(self, out: Any) -> Any:
+        if self._layout is None or not isinstance(out, torch.Tensor):
+            return out
+        parts = out.split([s.numel() for _, s in self._layout])
+        return TensorDict({k: p.view(s) for (k, s), p in zip(self._layout, parts, strict=True)},
+                          batch_size=[])
 
     def _zero_grad(self) -> None:
         """``optimizer.zero_grad(set_to_none=True)``, written out so that Dynamo traces it.
@@ -191,7 +238,7 @@ class UpdateStep:
                     list(tensordict.batch_size))
         if self._eager_updater is not None:
             self._eager_updater.step()
-        return out
+        return self._unpack(out)
 
 
 def _check(loss_module: Any, optimizer: Any, max_grad_norm: Any, compile: Any,
@@ -260,7 +307,10 @@ def make_update_step(
     a tensor ``lr`` and change it in place. With ``cudagraphs`` (CUDA only) the step is
     wrapped in ``tensordict.nn.CudaGraphModule``: after the compile warm-up and two
     more warm-up calls it is captured and then replayed, so every batch must have the
-    same shapes and keys, and the optimiser must be capturable.
+    same shapes and keys, and the optimiser must be capturable. A CUDA graph cannot
+    capture a host synchronisation: no ``.item()`` in the loss, and
+    ``torch.distributions``' argument checks (``validate_args``) are turned off around
+    the graphed calls.
 
     Args:
         loss_module: a loss returning a TensorDict with ``"loss"`` / ``"loss_*"`` scalars
