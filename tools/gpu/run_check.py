@@ -12,8 +12,9 @@ Steps, in priority order, each under its own time limit, all within ``--budget-s
 Everything lands in ``--out`` (default ``$OUT``, the folder the device tool brings back,
 at most 8 files): ``gpu.json``, ``gpu_trace_summary.txt``, ``gpu_trace.json.gz``,
 ``pytest.log``, ``pytest.xml``, ``run_check.log``, ``status.json`` (each step's exit code;
-``bench`` is 1 when a section raised: ``gpu.json``'s ``errors`` say which). Then, here,
-copy ``gpu.json`` to ``benchmarks/results/gpu.json`` and commit it.
+``bench`` is 1 when a section raised: ``gpu.json``'s ``errors`` say which); the tests'
+outcome is added to ``gpu.json`` as ``tests``. Then, here, copy ``gpu.json`` (and
+``gpu_trace_summary.txt``) to ``benchmarks/results/`` and commit them.
 
 There (see ``docs/gpu.md``)::
 
