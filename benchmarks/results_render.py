@@ -250,12 +250,16 @@ def _missing_note(missing: list[str]) -> list[str]:
     if not missing:
         return []
     long = [f"`{name}.py`" for name in LONG_EXAMPLES if f"`{name}.py`" in missing]
+    these = "it has" if len(missing) == 1 else "these have"
     return [f"No run of the current code of {', '.join(missing)}: a record is dropped when "
-            "its example's code changes, and these have not been run since (or ever). "
-            + (f"{', '.join(long)} take about an hour or more per seed on the 2-core "
-               "development machine, so they are re-recorded only when it has the time. "
+            f"its example's code changes, and {these} not been run since (or ever). "
+            + (f"{', '.join(long)} {'takes' if len(long) == 1 else 'take'} about an hour or "
+               "more per seed on the 2-core "
+               f"development machine, so {'it is' if len(long) == 1 else 'they are'} "
+               "re-recorded only when it has the time. "
                if long else "")
-            + "Run the script with their names to add them.", ""]
+            + ("Run the script with its name to add it." if len(missing) == 1
+               else "Run the script with their names to add them."), ""]
 
 
 def _runs_table(records: list[dict]) -> list[str]:
