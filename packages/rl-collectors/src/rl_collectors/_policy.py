@@ -122,7 +122,7 @@ def graphed_in_place(graphed: Any, out_keys: list[Any]) -> Any:
     """
 
     def forward(td: TensorDictBase) -> TensorDictBase:
-        with _distribution_checks(False):
+        with _no_distribution_checks():
             out = graphed(td.copy())
         for key in out_keys:
             dst = td.get(key, None)
@@ -136,10 +136,11 @@ def graphed_in_place(graphed: Any, out_keys: list[Any]) -> Any:
 
 
 @contextlib.contextmanager
-def _distribution_checks(flag: bool) -> Iterator[None]:
-    """``torch.distributions``' default ``validate_args`` set to ``flag``, then restored."""
+def _no_distribution_checks() -> Iterator[None]:
+    """``torch.distributions``' default ``validate_args`` off, then back to what it was (as
+    rl-objectives' graphed update step does; this package may not import that one)."""
     before = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(flag)
+    torch.distributions.Distribution.set_default_validate_args(False)
     try:
         yield
     finally:
