@@ -207,6 +207,8 @@ class ObservationNorm(Transform):
         >>> from rl_envs import GymEnv, TransformedEnv
         >>> env = TransformedEnv(GymEnv("CartPole-v1", num_envs=4),
         ...                      ObservationNorm(standard_normal=True))
+        >>> _ = env.set_seed(0)  # random actions: seeded, the same statistics every run
+        >>> _ = torch.manual_seed(0)
         >>> env.transform[0].init_stats(200)
         >>> obs = env.rollout(500, break_when_any_done=False)["observation"]
         >>> bool(obs.mean((0, 1)).abs().max() < 0.5)
