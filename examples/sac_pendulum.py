@@ -303,8 +303,9 @@ def main(cfg: Config, parts: Parts | None = None) -> dict:
                         sample = buffer.sample()
                     losses = run_update(update, sample, timing)
                 else:
-                    losses = train_step(buffer, loss_fn, optim, target_updater, timing,
-                                        actor_step=updates % cfg.policy_delay == 0)
+                    step = train_step(buffer, loss_fn, optim, target_updater, timing,
+                                      actor_step=updates % cfg.policy_delay == 0)
+                    losses = {**(losses or {}), **step}  # logged: each term's latest
                 owed, updates = owed - 1.0, updates + 1
         timing.step(batch.numel())
         if steady is None and (update is None or update.timing is not None
@@ -379,16 +380,31 @@ def run_update(update, sample, timing: RunReport):
         return update(sample)
 
 
+# each loss's critics-only term, by TorchRL's name for it (a subclass before its base)
+CRITIC_LOSS = {CrossQLoss: "qvalue_loss", TD3Loss: "value_loss", SACLoss: "qvalue_v2_loss"}
+
+
 def train_step(buffer, loss_fn, optim, target_updater: SoftUpdate | None, timing: RunReport,
-               actor_step: bool = True):
+               actor_step: bool = True) -> dict:
     """One gradient step of the critics and, on ``actor_step``, of the actor and temperature
-    (TD3 and CrossQ delay them), then a Polyak update of the targets (if any)."""
+    (TD3 and CrossQ delay them), then a Polyak update of the targets (if any).
+
+    A critics-only step computes the critics' loss alone (``CRITIC_LOSS``), as SB3's
+    ``TD3`` and sb3-contrib's ``CrossQ`` do: the actor's terms it would not apply are
+    not computed either. Returns the terms computed (``loss_qvalue`` alone on such a step).
+    """
     with timing.add_time("replay"):
         sample = buffer.sample()
     with timing.add_time("loss"):
-        losses = loss_fn(sample)
-        loss = sum(v for k, v in losses.items()
-                   if k == "loss_qvalue" or (actor_step and k in ("loss_actor", "loss_alpha")))
+        if actor_step:
+            losses = dict(loss_fn(sample).items())
+            loss = sum(v for k, v in losses.items()
+                       if k in ("loss_qvalue", "loss_actor", "loss_alpha"))
+        else:
+            critics_only = next(name for cls, name in CRITIC_LOSS.items()
+                                if isinstance(loss_fn, cls))
+            loss, _ = getattr(loss_fn, critics_only)(sample)
+            losses = {"loss_qvalue": loss}
     with timing.add_time("backward"):
         optim.zero_grad(set_to_none=True)
         loss.backward()
