@@ -9,7 +9,8 @@ steady-state ratio, the returns side by side, and the break-even budget: the fra
 which the compiled run's faster steady state has paid for its compilation
 (``compile_seconds / (1 / eager_fps - 1 / compiled_fps)`` frames, ``None`` when the
 compiled steady state is not faster). Writes a results JSON the docs can quote (the
-machine's load is stamped before and after each run). The real comparison needs an idle
+machine's load is stamped before and after each run, each row its own start time); the
+rows of examples this run does not measure are kept from the file it writes over. The real comparison needs an idle
 machine and the examples' own budgets; ``--total-frames`` shrinks every run for a check.
 
     uv run python benchmarks/bench_compile_runs.py                    # the examples' budgets
@@ -100,6 +101,16 @@ def compare(name: str, rounds: int, seed: int, total_frames: int | None,
     }
 
 
+def kept_rows(path: Path) -> list[dict]:
+    """The rows already in ``path`` (none without it), each stamped with its own run's
+    start time (an older file's rows take the file's)."""
+    if not path.exists():
+        return []
+    old = json.loads(path.read_text())
+    return [{"time": old["time"], "total_frames_override": old.get("total_frames_override"),
+             **row} for row in old["rows"]]
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--examples", default=",".join(EXAMPLES))
@@ -112,11 +123,15 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     import torch
 
+    names = args.examples.split(",")
     doc = {"benchmark": "bench_compile_runs", "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
            "torch": torch.__version__, "cpus": os.cpu_count(),
-           "total_frames_override": args.total_frames, "rows": []}
-    for name in args.examples.split(","):
-        row = compare(name, args.rounds, args.seed, args.total_frames, args.timeout)
+           "total_frames_override": args.total_frames,
+           "rows": [r for r in kept_rows(args.out) if r["example"] not in names]}
+    for name in names:
+        started = time.strftime("%Y-%m-%dT%H:%M:%S")
+        row = {**compare(name, args.rounds, args.seed, args.total_frames, args.timeout),
+               "time": started, "total_frames_override": args.total_frames}
         doc["rows"].append(row)
         summary = {k: v for k, v in row.items() if k != "runs"}
         print(json.dumps(summary), flush=True)
