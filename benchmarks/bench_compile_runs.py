@@ -10,8 +10,9 @@ which the compiled run's faster steady state has paid for its compilation
 (``compile_seconds / (1 / eager_fps - 1 / compiled_fps)`` frames, ``None`` when the
 compiled steady state is not faster). Writes a results JSON the docs can quote (the
 machine's load is stamped before and after each run, each row its own start time); the
-rows of examples this run does not measure are kept from the file it writes over. The real comparison needs an idle
-machine and the examples' own budgets; ``--total-frames`` shrinks every run for a check.
+rows of examples this run does not measure are kept from the file it writes over. The real
+comparison needs an idle machine and the examples' own budgets; ``--total-frames`` shrinks
+every run for a check.
 
     uv run python benchmarks/bench_compile_runs.py                    # the examples' budgets
     uv run python benchmarks/bench_compile_runs.py --total-frames 2048 --rounds 1 \\
