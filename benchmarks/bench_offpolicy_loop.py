@@ -12,7 +12,8 @@ per frame (``time.process_time``, one torch thread; the machine may be shared),
   observation, terminated, truncated), reset by hand at an episode's end: the shape of
   SB3's ``collect_rollouts`` + ``ReplayBuffer.add``, without its callbacks.
 - ``ours``: ``Collector(GymEnv(env_id), actor, frames_per_batch=1, check_finite=True)``
-  and ``TensorDictReplayBuffer.extend(batch.reshape(-1))``, the examples' loop.
+  and ``TensorDictReplayBuffer.extend(batch.reshape(-1))``, the examples' loop (with the
+  examples' ``DoubleToFloat`` where the env returns float64 observations: MuJoCo).
 
     uv run python benchmarks/bench_offpolicy_loop.py [--env-id Pendulum-v1] [--frames 2000]
 
@@ -33,7 +34,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from rl_collectors import Collector
-from rl_envs import GymEnv
+from rl_envs import DoubleToFloat, GymEnv, TransformedEnv
 from rl_replay import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer
 from tensordict.nn import TensorDictModule
 
@@ -85,6 +86,8 @@ def plain_loop(env_id: str, net: torch.nn.Module, capacity: int):
 def our_loop(env_id: str, net: torch.nn.Module, capacity: int):
     """The examples' loop: ``run(frames)`` collects and stores ``frames`` one-frame batches."""
     env = GymEnv(env_id)
+    if env.observation_spec["observation"].dtype == torch.float64:  # MuJoCo: as the examples
+        env = TransformedEnv(env, DoubleToFloat())  # (the plain loop calls .float())
     env.set_seed(0)
     actor = TensorDictModule(net, in_keys=["observation"], out_keys=["action"])
     collector = Collector(env, actor, frames_per_batch=1, total_frames=-1, check_finite=True)
