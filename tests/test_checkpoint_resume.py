@@ -61,9 +61,11 @@ def _start(zygote, script, ckpt, *extra):
 
 
 def _saved_frames(ckpt: Path) -> int | None:
-    from rl_collectors import latest_checkpoint
+    # the newest intact checkpoint, as `--resume` finds it: a kill between a snapshot's
+    # rename and the LATEST update leaves LATEST one behind (a race seen under load)
+    from rl_collectors import valid_checkpoint
 
-    where = latest_checkpoint(ckpt)
+    where = valid_checkpoint(ckpt)[0]
     if where is None:
         return None
     return torch.load(where / "state.pt", weights_only=False)["extra"]["frames"]

@@ -92,9 +92,14 @@ def test_traj_counter_numpy_and_torch_paths_agree() -> None:
     # CPU batches take the numpy path; another device's take torch's: same ids, same state
     gen = torch.Generator().manual_seed(0)
     cpu, other = TrajCounter(3, stride=2, offset=1), TrajCounter(3, stride=2, offset=1)
-    for new_start in (True, False, False, True, False):
+    for i, new_start in enumerate((True, False, False, True, False)):
         done = torch.rand(3, 5, generator=gen) < 0.3
-        ids = cpu.assign(done, new_start=new_start)
+        if i % 2:  # the collector's way on the CPU: written into the batch's leaf, [3, 5, 1]
+            leaf = torch.full((3, 5, 1), -1, dtype=torch.int64)
+            assert cpu.assign(done, new_start=new_start, out=leaf.numpy()) is None
+            ids = leaf[..., 0]
+        else:
+            ids = cpu.assign(done, new_start=new_start)
         ref = other._assign_torch(done, new_start) * 2 + 1
         assert torch.equal(ids, ref)
         assert cpu.next_local == other.next_local

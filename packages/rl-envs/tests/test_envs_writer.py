@@ -103,3 +103,27 @@ def test_renew_lays_out_a_new_storage_as_the_last_one(zeros):
     assert torch.equal(new.get("obs"), obs[:, None].expand(2, 3, 4))
     assert bool((old.get("obs") == 7.0).all())
     assert fresh.renew().storage.get("obs").data_ptr() != new.get("obs").data_ptr()
+
+
+def test_small_batches_share_a_slab_and_each_keeps_what_it_held():
+    from rl_envs import _writer
+
+    template = TensorDict({"obs": torch.zeros(3), ("next", "obs"): torch.zeros(3)}, [])
+    writer = RolloutWriter(template, 1, time_dim=0, zeros=True)
+    per_slab = _writer.SLAB_BYTES // 24  # two float32 [1, 3] leaves a batch
+    storages, fresh = [], writer
+    for i in range(per_slab + 3):  # into a second slab
+        fresh = fresh.renew()
+        obs = TensorDict(obs=torch.full((3,), float(i)), batch_size=[])
+        for dst, src in fresh.bind(RolloutWriter.sources(obs)):
+            dst[0] = src
+        storages.append(fresh.storage)
+    for i, storage in enumerate(storages):
+        assert storage.batch_size == (1,) and storage.names == ["time"]
+        assert storage.get("next").names == ["time"]
+        assert bool((storage["obs"] == i).all()) and bool((storage["next", "obs"] == 0).all())
+    assert len({s["obs"].data_ptr() for s in storages}) == len(storages)  # disjoint rows
+    assert len({s["obs"].untyped_storage().data_ptr() for s in storages}) == 2  # two slabs
+    big = RolloutWriter(TensorDict({"obs": torch.zeros(2048)}, []), 1, time_dim=0)
+    leaf = big.renew().storage["obs"]  # over SLAB_MAX_BATCH_BYTES: allocated alone
+    assert leaf.untyped_storage().nbytes() == leaf.numel() * 4

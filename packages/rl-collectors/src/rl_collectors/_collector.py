@@ -237,9 +237,11 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         view = self.buffer[..., :steps] if steps < self.steps else self.buffer
         rows = self._traj.num_rows
         done = view.get((NEXT, DONE)).reshape(rows, steps)
-        view.get(TRAJ_IDS).copy_(
-            self._traj.assign(done, new_start=new_start).reshape(view.batch_size)
-        )
+        ids = view.get(TRAJ_IDS)
+        if ids.device.type == "cpu" and done.device.type == "cpu":  # written in place
+            self._traj.assign(done, new_start=new_start, out=ids.numpy())
+        else:
+            ids.copy_(self._traj.assign(done, new_start=new_start).reshape(view.batch_size))
         view.get(POLICY_VERSION).fill_(self.policy_version)
         if self._finite is not None:
             self._finite(view, self.frames)

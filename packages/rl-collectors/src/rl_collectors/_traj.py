@@ -47,34 +47,45 @@ class TrajCounter:
         self.current = torch.zeros(num_rows, dtype=torch.int64)
         self.pending = torch.ones(num_rows, dtype=torch.bool)  # first step starts a trajectory
 
-    def assign(self, done: torch.Tensor, *, new_start: bool = False) -> torch.Tensor:
+    def assign(self, done: torch.Tensor, *, new_start: bool = False,
+               out: np.ndarray | None = None) -> torch.Tensor | None:
         """Return the ``[num_rows, T]`` local-to-global ids for one batch of done flags.
 
         Args:
             done: bool ``[num_rows, T]``: the ``("next", "done")`` flags of the batch.
             new_start: every row starts a new trajectory at ``t = 0`` (the env was reset).
+            out: a numpy int64 array of ``num_rows * T`` elements (a CPU batch's
+                ``("collector", "traj_ids")`` leaf, its own shape) to write the ids into
+                instead of returning them (CPU ``done`` only).
 
         Returns:
-            int64 ``[num_rows, T]`` ids.
+            int64 ``[num_rows, T]`` ids, or ``None`` when written into ``out``.
         """
-        if done.device.type == "cpu":  # numpy: a few microseconds, not torch's per-op cost
-            local = self._assign_np(done.numpy(), new_start)
-        else:
+        if done.device.type != "cpu":
             local = self._assign_torch(done, new_start)
-        return local * self.stride + self.offset if self.stride > 1 else local
+            return local * self.stride + self.offset if self.stride > 1 else local
+        # numpy: a few microseconds, not torch's per-op cost (a one-frame batch's ids)
+        local = self._assign_np(done.numpy(), new_start)
+        if self.stride > 1:
+            local = local * self.stride + self.offset
+        if out is None:
+            return torch.from_numpy(local)
+        out[...] = local.reshape(out.shape)
+        return None
 
-    def _assign_np(self, done, new_start: bool) -> torch.Tensor:
+    def _assign_np(self, done: np.ndarray, new_start: bool) -> np.ndarray:
+        current, pending = self.current.numpy(), self.pending.numpy()  # updated in place
         starts = np.empty(done.shape, dtype=np.int64)
-        starts[:, 0] = self.pending.numpy() | new_start
+        starts[:, 0] = pending | new_start
         starts[:, 1:] = done[:, :-1]
         k = starts.cumsum(1)
         per_row = k[:, -1]
         base = self.next_local + per_row.cumsum() - per_row
-        local = np.where(k == 0, self.current.numpy()[:, None], base[:, None] + k - 1)
+        local = np.where(k == 0, current[:, None], base[:, None] + k - 1)
         self.next_local += int(per_row.sum())
-        self.current = torch.from_numpy(local[:, -1].copy())
-        self.pending = torch.from_numpy(done[:, -1].copy())
-        return torch.from_numpy(local)
+        current[:] = local[:, -1]
+        pending[:] = done[:, -1]
+        return local
 
     def _assign_torch(self, done: torch.Tensor, new_start: bool) -> torch.Tensor:
         starts = torch.empty_like(done)

@@ -31,6 +31,11 @@ POOL_MIN_BYTES = 256 << 10
 POOL_MAX_BYTES = 1 << 30
 """Upper bound on the memory the pool keeps mapped for reuse."""
 _POOL: dict[int, list[mmap.mmap]] = {}
+SLAB_BYTES = 64 << 10
+"""Small CPU batches (an off-policy loop's one frame) are allocated this many bytes of
+batches at a time by :meth:`RolloutWriter.renew` (one allocation a leaf, not a batch)."""
+SLAB_MAX_BATCH_BYTES = 4 << 10
+"""A batch whose leaves take more than this is allocated alone."""
 
 
 def empty_cpu(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
@@ -130,6 +135,8 @@ class RolloutWriter:
         self._zeros = zeros
         self._recipe: list[tuple[tuple, torch.Size, torch.dtype, torch.device]] | None = None
         self._slots: dict[tuple, torch.Tensor] | None = None  # renew()'s leaves, by key
+        self._np_slots: dict[tuple, np.ndarray] | None = None  # their time-first numpy views
+        self._slab: _Slab | None = None  # renew()'s batches allocated together, if small
 
         def alloc(x: torch.Tensor) -> torch.Tensor:
             shape = (*x.shape[:time_dim], steps, *x.shape[time_dim:])
@@ -196,25 +203,24 @@ class RolloutWriter:
                     raise TypeError(f"RolloutWriter.renew: expected tensor leaves, got "
                                     f"{type(x).__name__} at {key!r}")
                 self._recipe.append((_tup(key), x.shape, x.dtype, x.device))
-        tree: dict = {}
-        slots: dict[tuple, torch.Tensor] = {}
-        for key, shape, dtype, device in self._recipe:
-            if self._zeros:
-                x = torch.zeros(shape, dtype=dtype, device=device)
-            elif device.type == "cpu":
-                x = empty_cpu(shape, dtype)
-            else:
-                x = torch.empty(shape, dtype=dtype, device=device)
-            node = tree
-            for part in key[:-1]:
-                node = node.setdefault(part, {})
-            node[key[-1]] = slots[key] = x
+            self._slab = _Slab.fits(self._recipe, self.time_dim, self._zeros)
         fresh = copy.copy(self)
         old = self.storage
-        fresh.storage = TensorDict(tree, batch_size=old.batch_size, device=old.device,
-                                   names=old.names)
+        if self._slab is not None:
+            slots, fresh._np_slots = self._slab.take()
+        else:
+            slots = {key: self._alloc(shape, dtype, device)
+                     for key, shape, dtype, device in self._recipe}
+        fresh.storage = _assemble(slots, old.batch_size, old.device, old.names)
         fresh._slots = slots
         return fresh
+
+    def _alloc(self, shape: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        if self._zeros:
+            return torch.zeros(shape, dtype=dtype, device=device)
+        if device.type == "cpu":
+            return empty_cpu(shape, dtype)
+        return torch.empty(shape, dtype=dtype, device=device)
 
     @staticmethod
     def copy_pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:
@@ -243,7 +249,11 @@ class RolloutWriter:
         ``prefix``), as :meth:`copy_pair` makes them: numpy views when both sides are on the
         CPU, else the tensors."""
         pairs = []
+        np_slots = self._np_slots
         for key, x, x_np in sources:
+            if np_slots is not None and x_np is not None:  # a slab's batch: views made already
+                pairs.append((np_slots[(*prefix, *key)], x_np))
+                continue
             dst = self.slot((*prefix, *key))
             cpu = x_np is not None and dst.device.type == "cpu"
             pairs.append((dst.numpy(), x_np) if cpu else (dst, x))
@@ -271,3 +281,62 @@ class RolloutWriter:
         string (``get("action")`` is the cheaper call)."""
         keys = [_tup(k) for k in keys]
         return [(self.slot((*prefix, *k)), k[0] if len(k) == 1 else k) for k in keys]
+
+
+def _assemble(leaves: dict[tuple, torch.Tensor], batch_size: torch.Size, device: Any,
+              names: list) -> TensorDict:
+    """The TensorDict of ``leaves`` (by tuple key), every level with ``batch_size`` and
+    ``names``: built without re-checking what the leaves' recipe checked once (tensordict's
+    unchecked constructor, a third of the checked one's cost on a one-frame batch)."""
+    tree: dict = {}
+    for key, x in leaves.items():
+        node = tree
+        for part in key[:-1]:
+            node = node.setdefault(part, {})
+        node[key[-1]] = x
+
+    def build(node: dict) -> TensorDict:
+        source = {k: build(v) if isinstance(v, dict) else v for k, v in node.items()}
+        return TensorDict._new_unsafe(source=source, batch_size=batch_size, device=device,
+                                      names=list(names), nested=False)
+
+    return build(tree)
+
+
+class _Slab:
+    """Batches of a small layout allocated ``count`` at a time: one zeroed (or empty)
+    tensor a leaf holds ``count`` batches, each handed out as its own ``[i]`` view
+    (disjoint memory: a handed-out batch is still its caller's alone), with its time-first
+    numpy views made once for the whole slab. Costs a slab's memory (``SLAB_BYTES``) for
+    as long as any of its batches lives."""
+
+    def __init__(self, recipe: list, time_dim: int, zeros: bool, count: int) -> None:
+        self.recipe, self.time_dim, self.zeros, self.count = recipe, time_dim, zeros, count
+        self.next = count  # the first take() allocates
+
+    @classmethod
+    def fits(cls, recipe: list, time_dim: int, zeros: bool) -> _Slab | None:
+        """A slab for ``recipe`` if its batches are small CPU ones, else ``None``."""
+        if any(device.type != "cpu" for _, _, _, device in recipe):
+            return None
+        nbytes = sum(shape.numel() * torch.empty((), dtype=dtype).element_size()
+                     for _, shape, dtype, _ in recipe)
+        if nbytes > SLAB_MAX_BATCH_BYTES:
+            return None
+        return cls(recipe, time_dim, zeros, max(SLAB_BYTES // max(nbytes, 1), 2))
+
+    def take(self) -> tuple[dict[tuple, torch.Tensor], dict[tuple, np.ndarray]]:
+        """The next batch's leaves and their time-first numpy views, by key."""
+        if self.next == self.count:
+            self._refill()
+        i, self.next = self.next, self.next + 1
+        return ({key: leaves[i] for key, leaves in self.leaves.items()},
+                {key: views[i] for key, views in self.numpy.items()})
+
+    def _refill(self) -> None:
+        make = torch.zeros if self.zeros else torch.empty
+        self.leaves, self.numpy, self.next = {}, {}, 0
+        for key, shape, dtype, _ in self.recipe:
+            slab = make((self.count, *shape), dtype=dtype)
+            self.leaves[key] = slab.unbind(0)
+            self.numpy[key] = slab.movedim(self.time_dim + 1, 1).numpy()

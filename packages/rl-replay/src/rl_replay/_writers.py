@@ -99,7 +99,9 @@ class RoundRobinWriter(Writer):
         start, end = self._cursor, self._cursor + n
         if n > cap:  # only the last `cap` rows survive, where a row-by-row write puts them
             data, start = _tail(data, storage, cap), end - cap
-        index = torch.arange(start, end) % cap
+        index = torch.arange(start, end)
+        if end > cap:  # the block wraps around the end of the storage
+            index %= cap
         storage.set(index, data)
         self._cursor = end % cap
         return storage.flat_index(index)
