@@ -162,6 +162,13 @@ def _frames_to_target(record: dict) -> str:
             else f"{record['frames_to_threshold']:,}")
 
 
+def offline_section() -> list[str]:
+    """Offline RL's runs (``results_offline.py``), from its records' file."""
+    from results_offline import offline_section as section  # this module's sibling
+
+    return section()
+
+
 def peers_section() -> list[str]:
     """The race against Stable-Baselines3 (``compare_peers.py``), quoted from its results file."""
     from peers_docs import section_from_file  # benchmarks/peers_docs.py, this module's sibling
@@ -203,6 +210,7 @@ def render(records: list[dict], argv: list[str], page: Path, superseded: list[di
         *_runs_table(records),
         "",
         *gpu_section(page),
+        *offline_section(),
         *peers_section(),
         *superseded_section(superseded or []),
         f"{RUNS_MARK}\n{dump_records(records)}\n-->",

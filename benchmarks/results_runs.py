@@ -122,13 +122,14 @@ def finish_run(run: Run) -> dict:
             "machine": machine(), **result, "series": series}
 
 
-def run_many(pairs: list[tuple[str, int]], extra: list[str], timeout: float, jobs: int,
+def run_many(pairs: list[tuple], extra: list[str], timeout: float, jobs: int,
              on_record: Callable[[dict], None], *, examples: dict[str, dict],
              examples_dir: Path, load_poll: float = LOAD_POLL) -> list[str]:
     """Run the (example, seed) pairs, ``jobs`` at a time; ``on_record`` gets each finished
     run's record, in this process only (one writer of the page). While waiting, the
     1-minute load is sampled every ``load_poll`` s into each running run's highest load.
-    ``examples`` gives each example's target, ``examples_dir`` its script.
+    ``examples`` gives each example's target, ``examples_dir`` its script. A pair may carry
+    a third element, its own options (after ``extra``): ``results_offline.py``'s losses.
 
     Returns:
         The failures (one message per failed run); the other runs go on regardless.
@@ -137,9 +138,10 @@ def run_many(pairs: list[tuple[str, int]], extra: list[str], timeout: float, job
     try:
         while todo or running:
             while todo and len(running) < jobs:
-                name, seed = todo.pop(0)
-                print(f"running {name} seed {seed} ...", flush=True)
-                running.append(start_run(name, seed, extra, timeout, examples_dir=examples_dir,
+                name, seed, *own = todo.pop(0)
+                args = [*extra, *(own[0] if own else [])]
+                print(f"running {name} seed {seed} {' '.join(args)}...", flush=True)
+                running.append(start_run(name, seed, args, timeout, examples_dir=examples_dir,
                                          threshold=examples[name]["threshold"]))
             time.sleep(min(load_poll, max(0.05, min(r.deadline for r in running)
                                           - time.monotonic())))
