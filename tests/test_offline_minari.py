@@ -61,7 +61,12 @@ def test_round_trip_gives_back_transitions_keys_and_episodes(minari_dir, tmp_pat
     batches = _collect(800)  # 2 envs x 400 steps: two 200-step episodes each
     path = write_minari_dataset("test/pendulum-random-v0", batches, env_id="Pendulum-v1")
     assert path == minari_dir / "test/pendulum-random-v0"
-    assert minari.load_dataset("test/pendulum-random-v0").total_episodes == 4
+    dataset = minari.load_dataset("test/pendulum-random-v0")
+    assert dataset.total_episodes == 4
+    # the spaces default to the env's bounds, with the data's dtype
+    assert dataset.action_space.low.tolist() == [-2.0]
+    assert dataset.action_space.high.tolist() == [2.0]
+    assert dataset.observation_space.high.tolist() == [1.0, 1.0, 8.0]
     rb = MinariExperienceReplay("test/pendulum-random-v0", 16, root=tmp_path / "copies",
                                 load_from_local_minari=True)
     data = rb[:]

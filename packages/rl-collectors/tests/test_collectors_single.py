@@ -76,6 +76,28 @@ def test_one_frame_batches_are_each_the_callers() -> None:
     assert len({b["observation"].data_ptr() for b in batches}) == 60
 
 
+def test_one_frame_batches_shared_on_the_way_keep_the_next_ones_right() -> None:
+    # one-frame batches come from a slab (RolloutWriter.renew); moving one of them to
+    # shared memory (what a torch.multiprocessing queue does) moves the slab, and the
+    # next batch, bound to it already, must be written where its memory now is
+    runs = []
+    for share in (False, True):
+        env = make_env(1)
+        env.set_seed(0)
+        with Collector(env, greedy_policy((0.0, 1.0)), frames_per_batch=1,
+                       total_frames=60, check_finite=True) as collector:
+            batches = []
+            for i, batch in enumerate(collector):
+                if share and i % 7 == 3:
+                    batch.share_memory_()
+                batches.append(batch)
+            runs.append(torch.cat(batches, dim=-1))
+    plain, shared = runs
+    for key in [("observation",), ("next", "observation"), ("next", "reward"),
+                ("collector", "traj_ids")]:
+        assert torch.equal(plain.get(key), shared.get(key)), key
+
+
 def test_traj_ids_follow_done_and_are_unique() -> None:
     with Collector(make_env(4), frames_per_batch=200, total_frames=600) as collector:
         seen: dict[int, int] = {}

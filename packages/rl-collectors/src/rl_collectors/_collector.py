@@ -170,8 +170,8 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         first batch of a layout, laid out as the last one (``RolloutWriter.renew``)."""
         if fresh:
             self._writer = alloc_buffer(*self._templates, self.steps, self.storing_device)
-        else:
-            self._writer = self._writer.renew()
+        else:  # a small layout's batches share a slab, unless moved to shared memory
+            self._writer = self._writer.renew(slab=not shared)
         self.buffer = self._writer.storage
         self._plan(shared)
 
@@ -224,6 +224,8 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         if self._closed:
             raise CollectorClosedError("Collector: rollout() after shutdown()")
         new_start = self._start_batch()
+        if self._writer.views_moved():  # its slab moved (another batch of it was shared)
+            self._plan(self._shared)
         random = self._random_only or self.frames < self.options.init_random_frames
         if random:
             self._random_actor.begin(steps, self.policy_input, self.buffer)

@@ -136,6 +136,8 @@ class RolloutWriter:
         self._recipe: list[tuple[tuple, torch.Size, torch.dtype, torch.device]] | None = None
         self._slots: dict[tuple, torch.Tensor] | None = None  # renew()'s leaves, by key
         self._np_slots: dict[tuple, np.ndarray] | None = None  # their time-first numpy views
+        self._np_ptrs: dict[tuple, tuple[torch.Tensor, int]] | None = None  # slab, address
+        self._np_used: list[tuple[torch.Tensor, int]] = []  # those bind() handed out views of
         self._slab: _Slab | None = None  # renew()'s batches allocated together, if small
 
         def alloc(x: torch.Tensor) -> torch.Tensor:
@@ -170,13 +172,19 @@ class RolloutWriter:
         leaf = self._slots.get(_tup(key)) if self._slots is not None else None
         return (self.storage.get(key) if leaf is None else leaf).movedim(self.time_dim, 0)
 
-    def renew(self) -> RolloutWriter:
+    def renew(self, *, slab: bool = True) -> RolloutWriter:
         """A writer of a new storage laid out as this one's (keys, dtypes, shapes, devices,
         dim names, zero-filled or not), allocated from the list of leaves read off this
         storage once instead of walking a template: what a collector pays for each batch
         it hands out (the batch is its caller's, the next one is written elsewhere).
 
-        Leaves set on the storage after construction are part of the layout renewed.
+        Leaves set on the storage after construction are part of the layout renewed. A
+        small CPU layout (at most ``SLAB_MAX_BATCH_BYTES``) is allocated from a slab of
+        ``SLAB_BYTES`` holding many batches, each its own ``[i]`` view, unless ``slab`` is
+        false (storage about to be moved to shared memory: it would move the slab's).
+
+        Args:
+            slab: allow a small layout's slab.
 
         Returns:
             A new :class:`RolloutWriter` (the same ``time_dim``, ``steps`` and ``layout``).
@@ -206,11 +214,13 @@ class RolloutWriter:
             self._slab = _Slab.fits(self._recipe, self.time_dim, self._zeros)
         fresh = copy.copy(self)
         old = self.storage
-        if self._slab is not None:
-            slots, fresh._np_slots = self._slab.take()
+        if self._slab is not None and slab:
+            slots, fresh._np_slots, fresh._np_ptrs = self._slab.take()
         else:
+            fresh._np_slots = fresh._np_ptrs = None
             slots = {key: self._alloc(shape, dtype, device)
                      for key, shape, dtype, device in self._recipe}
+        fresh._np_used = []
         fresh.storage = _assemble(slots, old.batch_size, old.device, old.names)
         fresh._slots = slots
         return fresh
@@ -221,6 +231,17 @@ class RolloutWriter:
         if device.type == "cpu":
             return empty_cpu(shape, dtype)
         return torch.empty(shape, dtype=dtype, device=device)
+
+    def views_moved(self) -> bool:
+        """Whether the memory of a slab's batch moved since its numpy views were made, in
+        which case they are dropped and :meth:`bind` makes fresh ones (the caller binds its
+        pairs again). A batch handed out from the same slab and moved to shared memory moves
+        the whole slab (``share_memory_()``, which a ``torch.multiprocessing`` queue calls):
+        the views made before would point at freed memory."""
+        if all(x.data_ptr() == p for x, p in self._np_used):
+            return False
+        self._np_slots, self._np_ptrs, self._np_used = None, None, []
+        return True
 
     @staticmethod
     def copy_pair(dst: torch.Tensor, src: torch.Tensor) -> tuple[Any, Any]:
@@ -253,6 +274,7 @@ class RolloutWriter:
         for key, x, x_np in sources:
             if np_slots is not None and x_np is not None:  # a slab's batch: views made already
                 pairs.append((np_slots[(*prefix, *key)], x_np))
+                self._np_used.append(self._np_ptrs[(*prefix, *key)])
                 continue
             dst = self.slot((*prefix, *key))
             cpu = x_np is not None and dst.device.type == "cpu"
@@ -325,18 +347,20 @@ class _Slab:
             return None
         return cls(recipe, time_dim, zeros, max(SLAB_BYTES // max(nbytes, 1), 2))
 
-    def take(self) -> tuple[dict[tuple, torch.Tensor], dict[tuple, np.ndarray]]:
-        """The next batch's leaves and their time-first numpy views, by key."""
+    def take(self) -> tuple[dict[tuple, torch.Tensor], dict[tuple, np.ndarray], dict]:
+        """The next batch's leaves and their time-first numpy views, by key, and each key's
+        slab with the address its views were made at (:meth:`RolloutWriter.views_moved`)."""
         if self.next == self.count:
             self._refill()
         i, self.next = self.next, self.next + 1
         return ({key: leaves[i] for key, leaves in self.leaves.items()},
-                {key: views[i] for key, views in self.numpy.items()})
+                {key: views[i] for key, views in self.numpy.items()}, self.ptrs)
 
     def _refill(self) -> None:
         make = torch.zeros if self.zeros else torch.empty
-        self.leaves, self.numpy, self.next = {}, {}, 0
+        self.leaves, self.numpy, self.ptrs, self.next = {}, {}, {}, 0
         for key, shape, dtype, _ in self.recipe:
             slab = make((self.count, *shape), dtype=dtype)
             self.leaves[key] = slab.unbind(0)
             self.numpy[key] = slab.movedim(self.time_dim + 1, 1).numpy()
+            self.ptrs[key] = (slab, slab.data_ptr())  # the slab itself: offset 0

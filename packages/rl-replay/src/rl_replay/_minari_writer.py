@@ -87,10 +87,29 @@ class _Episodes:
         return [self._episode(p, truncate=True) for p in parts] if unfinished == "truncate" else []
 
 
-def _space(value: np.ndarray) -> Any:
+def _space(value: np.ndarray, like: Any = None) -> Any:
+    """A Box of the data's event shape and dtype, with the bounds of ``like`` (the env's own
+    space) where it is a Box of that shape, else unbounded."""
     import gymnasium as gym
 
-    return gym.spaces.Box(-np.inf, np.inf, shape=value.shape[2:], dtype=value.dtype)
+    shape = value.shape[2:]
+    if isinstance(like, gym.spaces.Box) and like.shape == shape:
+        return gym.spaces.Box(like.low.astype(value.dtype), like.high.astype(value.dtype),
+                              shape=shape, dtype=value.dtype)
+    return gym.spaces.Box(-np.inf, np.inf, shape=shape, dtype=value.dtype)
+
+
+def _env_spaces(env_id: str | None) -> tuple[Any, Any]:
+    """The observation and action spaces of ``gymnasium.make(env_id)`` (``None`` without)."""
+    if env_id is None:
+        return None, None
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
 
 
 def _new_storage(data_path: Path, rows: dict, env_id: str | None, spaces: tuple) -> Any:
@@ -98,11 +117,14 @@ def _new_storage(data_path: Path, rows: dict, env_id: str | None, spaces: tuple)
     from minari.dataset.minari_storage import MinariStorage
 
     observation_space, action_space = spaces
+    if observation_space is None or action_space is None:
+        env_obs, env_act = _env_spaces(env_id)
+        observation_space = observation_space or _space(rows["observation"], env_obs)
+        action_space = action_space or _space(rows["action"], env_act)
     env_spec = gym.spec(env_id) if env_id is not None else None
     return MinariStorage.new(
-        data_path, observation_space=observation_space or _space(rows["observation"]),
-        action_space=action_space or _space(rows["action"]), env_spec=env_spec,
-        data_format="hdf5")
+        data_path, observation_space=observation_space, action_space=action_space,
+        env_spec=env_spec, data_format="hdf5")
 
 
 def write_minari_dataset(
@@ -139,8 +161,11 @@ def write_minari_dataset(
             ``~/.minari/datasets``).
         env_id: the gymnasium id of the env (stored as the dataset's env spec, so
             ``MinariDataset.recover_environment()`` works).
-        observation_space: a gymnasium space (default: an unbounded Box of the data's).
-        action_space: a gymnasium space (default: an unbounded Box of the data's).
+        observation_space: a gymnasium space (default: a Box of the data's shape and
+            dtype, with the bounds of ``env_id``'s own space where it is a Box of that
+            shape, else unbounded).
+        action_space: a gymnasium space (default: as ``observation_space``'s, from the
+            env's action space: ``Pendulum-v1``'s actions are bounded by ``[-2, 2]``).
         unfinished: ``"truncate"`` or ``"drop"`` for episodes still running at the end.
         metadata: extra dataset metadata (``algorithm_name``, ``author``, ``description``,
             ...), stored in Minari's ``metadata.json``.
