@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from results_records import code_fingerprint, dump_records  # noqa: E402
+from results_render import LOADED, spread  # noqa: E402
 from results_runs import LOAD_POLL, run_many  # noqa: E402
 
 RUNS = ROOT / "benchmarks" / "results" / "offline_runs.json"
@@ -117,7 +118,7 @@ def offline_section(path: Path = RUNS) -> list[str]:
         return []
     datasets = sorted({f"`{r['dataset_id']}` ({r['dataset_transitions']:,} transitions)"
                        for r in records})
-    loaded = sum(r.get("load_avg_1min_max", 0) > 2.5 for r in records)
+    loaded = sum(r.get("load_avg_1min_max", 0) > LOADED for r in records)
     return [
         "## Offline RL",
         "",
@@ -132,7 +133,7 @@ def offline_section(path: Path = RUNS) -> list[str]:
         "others run the issue's 100k. The paper's column is D4RL-normalised "
         "halfcheetah-medium-v2, a different dataset: it shows the losses' usual order, "
         f"not a race. {loaded} of the {len(records)} runs were loaded (1-minute load above "
-        "2.5 while they ran: wall times and steps/s slowed, returns not). "
+        f"{LOADED:g} while they ran: wall times and steps/s slowed, returns not). "
         "[Offline RL](offline.md) says how to make and load the dataset.",
         "",
         *offline_rows(records),
@@ -141,12 +142,8 @@ def offline_section(path: Path = RUNS) -> list[str]:
 
 
 def _spread(values: list[float], fmt: str) -> str:
-    if not values:
-        return "–"
-    med = fmt.format(statistics.median(values))
-    if min(values) == max(values):
-        return med
-    return f"{med} [{fmt.format(min(values))}, {fmt.format(max(values))}]"
+    """``results_render.spread``, one value written once when the seeds agree on it."""
+    return fmt.format(values[0]) if values and min(values) == max(values) else spread(values, fmt)
 
 
 def _render_page() -> None:

@@ -142,12 +142,7 @@ class RolloutWriter:
 
         def alloc(x: torch.Tensor) -> torch.Tensor:
             shape = (*x.shape[:time_dim], steps, *x.shape[time_dim:])
-            where = x.device if device is None else device
-            if zeros:
-                return torch.zeros(shape, dtype=x.dtype, device=where)
-            if where.type == "cpu":
-                return empty_cpu(shape, x.dtype)
-            return torch.empty(shape, dtype=x.dtype, device=where)
+            return self._alloc(shape, x.dtype, x.device if device is None else device)
 
         b = tuple(template.batch_size)
         batch = (*b[:time_dim], steps, *b[time_dim:])
@@ -225,7 +220,8 @@ class RolloutWriter:
         fresh._slots = slots
         return fresh
 
-    def _alloc(self, shape: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    def _alloc(self, shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """One leaf: zeroed, or uninitialised (large CPU leaves from the mapping pool)."""
         if self._zeros:
             return torch.zeros(shape, dtype=dtype, device=device)
         if device.type == "cpu":

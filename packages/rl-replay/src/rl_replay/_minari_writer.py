@@ -119,8 +119,10 @@ def _new_storage(data_path: Path, rows: dict, env_id: str | None, spaces: tuple)
     observation_space, action_space = spaces
     if observation_space is None or action_space is None:
         env_obs, env_act = _env_spaces(env_id)
-        observation_space = observation_space or _space(rows["observation"], env_obs)
-        action_space = action_space or _space(rows["action"], env_act)
+        if observation_space is None:
+            observation_space = _space(rows["observation"], env_obs)
+        if action_space is None:
+            action_space = _space(rows["action"], env_act)
     env_spec = gym.spec(env_id) if env_id is not None else None
     return MinariStorage.new(
         data_path, observation_space=observation_space, action_space=action_space,
