@@ -14,7 +14,7 @@ line: the median microseconds a step of each side, their ratio (ours / SB3: belo
 ours faster), every round's figure and the load.
 
     uv run --group peers python benchmarks/peers_sac_step.py [--rounds 8] [--calls 60]
-        [--clock cpu|wall] [--hidden 128] [--algo td3]
+        [--clock cpu|wall] [--hidden 128] [--algo td3] [--fill 100000]
 
 ``--clock cpu`` (the default) counts this thread's CPU time, which other processes on a
 loaded machine do not add to (cache contention still shows); record idle with ``wall``.
@@ -44,17 +44,16 @@ from rl_profiling import RunReport  # noqa: E402
 from rl_replay import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer  # noqa: E402
 
 
-def ours_step(cfg: sac_pendulum.Config):
-    """The example's update step and a buffer holding its random frames."""
+def ours_step(cfg: sac_pendulum.Config, fill: int):
+    """The example's update step and a buffer holding ``fill`` random frames."""
     env = sac_pendulum.make_env(cfg)
     actor, qvalue = sac_pendulum.make_agent(env, cfg)
     loss_fn, target_updater = sac_pendulum.make_loss(actor, qvalue, env, cfg)
     optim = sac_pendulum.make_optimizer(loss_fn, cfg)
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size),
                                     sampler=RandomSampler(), batch_size=cfg.batch_size)
-    collector = Collector(env, actor, frames_per_batch=cfg.num_envs,
-                          total_frames=cfg.learning_starts,
-                          init_random_frames=cfg.learning_starts)
+    collector = Collector(env, actor, frames_per_batch=cfg.num_envs, total_frames=fill,
+                          init_random_frames=fill)
     for batch in collector:
         buffer.extend(batch.reshape(-1))
     collector.shutdown()
@@ -77,11 +76,12 @@ def ours_step(cfg: sac_pendulum.Config):
     return steps
 
 
-def sb3_step(cfg: sac_pendulum.Config):
-    """SB3's ``SAC.train`` (or ``TD3.train``) after the same random frames (its own buffer)."""
+def sb3_step(cfg: sac_pendulum.Config, fill: int):
+    """SB3's ``SAC.train`` (or ``TD3.train``) after as many random frames (its own buffer)."""
     make = peers_sb3.td3 if cfg.algo == "td3" else peers_sb3.sac
     model, _ = make(cfg.seed, dataclasses.asdict(cfg))
-    model.learn(total_timesteps=cfg.learning_starts + cfg.num_envs)
+    model.learning_starts = fill
+    model.learn(total_timesteps=fill + cfg.num_envs)
 
     def steps(n: int) -> None:
         model.train(gradient_steps=n, batch_size=cfg.batch_size)
@@ -112,6 +112,9 @@ def main() -> None:
                         help="the networks' width (default: the example's)")
     parser.add_argument("--algo", choices=("sac", "td3"), default="sac",
                         help="sac: sac_pendulum.py's step; td3: td3_mujoco.py's")
+    parser.add_argument("--fill", type=int, default=None,
+                        help="random frames in each buffer before timing (default: the "
+                             "example's learning_starts; a late step samples from ~100,000)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.distributions.Distribution.set_default_validate_args(False)  # as the example
@@ -120,11 +123,13 @@ def main() -> None:
     torch.manual_seed(cfg.seed)
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     load = os.getloadavg()[0]
-    rows = measure({"ours": ours_step(cfg), "sb3": sb3_step(cfg)}, args.rounds, args.calls,
-                   clock)
+    fill = cfg.learning_starts if args.fill is None else args.fill
+    rows = measure({"ours": ours_step(cfg, fill), "sb3": sb3_step(cfg, fill)}, args.rounds,
+                   args.calls, clock)
     median = {name: round(statistics.median(v)) for name, v in rows.items()}
     print(json.dumps({
         "task": f"{cfg.algo} {cfg.env_id} update step", "clock": args.clock, "hidden": cfg.hidden,
+        "buffer_frames": fill,
         "median_us": median, "ours/sb3": round(median["ours"] / median["sb3"], 3),
         "rounds_us": {name: [round(x) for x in v] for name, v in rows.items()},
         "load_start": round(load, 2), "load_end": round(os.getloadavg()[0], 2),

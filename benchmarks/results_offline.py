@@ -21,15 +21,21 @@ Each finished run is kept at once in ``benchmarks/results/offline_runs.json`` (a
 is dropped, never mixed), and ``docs/results.md`` is re-rendered: its "Offline RL" section
 (``offline_section``) is written from that file by ``results_render.render``. Extra options
 after the known ones go to every run (``--dataset-id``, ``--minari-root``, ...) and are
-part of each record's ``args``.
+part of each record's ``args``. Two calls for different losses may run at once: each merges
+its runs into the file as it finds it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
+import os
 import statistics
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,6 +162,25 @@ def _render_page() -> None:
     page.write_text(results_examples.render(records, ["--render-only"], page, stale))
 
 
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path``'s folder: one read-merge-write at a time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _write(path: Path, records: list[dict]) -> None:
+    """Write ``records`` whole or not at all (a reader never sees a half-written file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(dump_records(records) + "\n")
+    os.replace(tmp, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("losses", nargs="*", help=f"losses to run (default all): {list(BUDGETS)}")
@@ -185,14 +210,18 @@ def main(argv: list[str] | None = None) -> int:
             nonlocal records
             print(json.dumps({k: v for k, v in record.items() if k != "series"}), flush=True)
             key = (record["loss"], record["seed"])
-            records = [r for r in records if (r["loss"], r["seed"]) != key] + [record]
-            args.out.write_text(dump_records(records) + "\n")  # after every run: nothing lost
+            # merged into the file as it is now: another call (other losses) may share it
+            with _locked(args.out):
+                records = [r for r in current(load_runs(args.out), extra, args.examples_dir)
+                           if (r["loss"], r["seed"]) != key] + [record]
+                _write(args.out, records)  # after every run: nothing lost
 
         spec = {EXAMPLE: {"threshold": float("inf")}}  # no frames-to-target for these rows
         failures = run_many(pairs, [], args.timeout, args.jobs, keep, examples=spec,
                             examples_dir=args.examples_dir, load_poll=LOAD_POLL)
-    if records or args.out.exists():
-        args.out.write_text(dump_records(records) + "\n")
+    if args.out.exists():  # the records of other code or settings dropped
+        with _locked(args.out):
+            _write(args.out, current(load_runs(args.out), extra, args.examples_dir))
     if not args.no_page:
         _render_page()
     if failures:

@@ -101,3 +101,25 @@ def test_an_unknown_loss_is_named(offline, capsys) -> None:
     with pytest.raises(SystemExit):
         _main(module, examples, out, "awac")
     assert "expected some of ['iql', 'td3bc', 'cql', 'bc'], got ['awac']" in capsys.readouterr().err
+
+
+def test_two_calls_sharing_the_file_keep_each_others_runs(offline) -> None:
+    """Two calls for different losses at once (one per core): each run is merged into the
+    file as it is then, so neither call's writes drop the other's records."""
+    import threading
+
+    module, examples, out = offline
+    # bc's runs finish between iql's: each call writes while the other holds records
+    (examples / "iql_offline.py").write_text(
+        FAKE.replace("writer.close()", "writer.close(); time.sleep(0.3 if args.loss == 'iql' "
+                     "else 0.1 + 0.3 * args.seed)"))
+    codes: list[int] = []
+    calls = [threading.Thread(target=lambda loss=loss: codes.append(
+        _main(module, examples, out, loss, "--seeds", "2"))) for loss in ("iql", "bc")]
+    for call in calls:
+        call.start()
+    for call in calls:
+        call.join(timeout=120)
+    assert codes == [0, 0]
+    assert sorted((r["loss"], r["seed"]) for r in json.loads(out.read_text())) == [
+        ("bc", 0), ("bc", 1), ("iql", 0), ("iql", 1)]
