@@ -23,7 +23,11 @@ replace theirs, the others are kept) and to the section "Against Stable-Baseline
 (``--sides sb3`` runs SB3's side alone, to check it). After a change to one side only,
 ``--sides ours --keep-other-side`` re-runs that side and keeps the other side's runs of the
 published record, refused unless it raced the same budget and seeds on this CPU model; the
-page says which runs were kept and from when.
+page says which runs were kept and from when. Where one side after the other does not fit
+(CrossQ: over an hour a side here), the two sides may run at the same time, one core each,
+as two calls (``--sides ours --out A`` and ``--sides sb3 --out B``, started together);
+``--merge-alongside A B`` then publishes them as one race, its runs marked ``alongside``,
+and the page says the sides shared the machine.
 """
 
 from __future__ import annotations
@@ -466,6 +470,11 @@ def main() -> int:
                         help=f"results file (default {RESULTS.relative_to(ROOT)} for full budgets, "
                              f"{SHORT_RESULTS} otherwise)")
     parser.add_argument(
+        "--merge-alongside", nargs=2, type=Path, default=None, metavar=("OURS", "SB3"),
+        help="publish a race whose two sides ran at the same time, one core each: the "
+             "--out files of `--sides ours` and `--sides sb3` started together (their runs "
+             "are marked alongside, and the page says so)")
+    parser.add_argument(
         "--render-docs",
         action="store_true",
         help=f"only rewrite the section of docs/results.md from {RESULTS.relative_to(ROOT)}",
@@ -474,6 +483,8 @@ def main() -> int:
     if args.render_docs:
         update_page(json.loads(RESULTS.read_text()))
         return 0
+    if args.merge_alongside:
+        return merge_alongside(*args.merge_alongside)
     if "sb3" in args.sides and importlib.util.find_spec("stable_baselines3") is None:
         parser.error(
             "stable-baselines3 is not installed: `uv sync --all-packages --all-extras "
@@ -528,6 +539,39 @@ def kept_runs(tasks: list[str], sides: list[str], seeds: int,
                 f"{seeds - 1} at {frames[name]:,} frames on this CPU ({cpu})")
         kept[name] = runs
     return kept
+
+
+def merge_alongside(ours_path: Path, sb3_path: Path) -> int:
+    """Publish the races of two one-side files whose runs went at the same time.
+
+    Each task in both files at its full budget, with the same seeds on each side, becomes
+    one record in ``RESULTS`` (its runs marked ``alongside``; the meta is the later file's,
+    its command both commands), and the page is rewritten.
+    """
+    ours, sb3 = (json.loads(p.read_text()) for p in (ours_path, sb3_path))
+    done = {}
+    for name in sorted(set(ours["tasks"]) & set(sb3["tasks"])):
+        runs = [dict(r, alongside=True) for r in ours["tasks"][name]["runs"]
+                if r["side"] == "ours"]
+        peer = [dict(r, alongside=True) for r in sb3["tasks"][name]["runs"] if r["side"] == "sb3"]
+        budgets = {ours["tasks"][name]["budget"], sb3["tasks"][name]["budget"]}
+        if budgets != {TASKS[name].frames} or sorted(r["seed"] for r in runs) != sorted(
+                r["seed"] for r in peer) or not runs:
+            raise SystemExit(f"--merge-alongside: {name}: expected both sides at its full "
+                             f"budget ({TASKS[name].frames:,}) with the same seeds, got "
+                             f"budgets {sorted(budgets)}, seeds {[r['seed'] for r in runs]} "
+                             f"and {[r['seed'] for r in peer]}")
+        meta = dict(sb3["tasks"][name]["meta"], command=" & ".join(
+            (ours["tasks"][name]["meta"]["command"], sb3["tasks"][name]["meta"]["command"])))
+        meta["versions"] = ours["tasks"][name]["meta"]["versions"]
+        meta["git_commit"] = ours["tasks"][name]["meta"]["git_commit"]
+        done[name] = task_record(name, TASKS[name].frames, runs + peer, meta)
+    if not done:
+        raise SystemExit(f"--merge-alongside: no task in both {ours_path} and {sb3_path}")
+    print_table(done)
+    write(RESULTS, done, ours["meta"])
+    update_page(json.loads(RESULTS.read_text()))
+    return 0
 
 
 def _load() -> float:

@@ -87,6 +87,10 @@ def _stamp(name: str, rec: dict) -> str:
     reuse = "".join(f" The {'SB3' if side == 'sb3' else 'our'} side's runs are kept from the "
                     f"record measured {when} on the same CPU model (only the other side re-ran)."
                     for side, when in kept)
+    if any(r.get("alongside") for r in rec["runs"]):  # compare_peers.py merge_alongside
+        reuse += (" The two sides ran at the same time, one process on each of the "
+                  f"{machine['cpus']} CPUs (one after the other did not fit the session), "
+                  "so each met the other's load: both slower than alone, alike.")
     return (f"- `{name}`: measured {meta['time']} on {machine['cpu']}, {machine['cpus']} CPUs "
             f"(1-minute load average {min(loads):.1f} to {max(loads):.1f} when each side started: "
             f"the machine was shared); {_versions(meta)}; commit {meta.get('git_commit')}; "
