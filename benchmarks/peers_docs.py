@@ -42,6 +42,9 @@ def _side_row(label: str, side: str, v: dict, target: float | None) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+CONTRIB = ("CrossQ",)  # the peers that sb3-contrib ships, not SB3
+
+
 def _rows(name: str, rec: dict, sb3_version: str) -> list[str]:
     """Ours, SB3's and the ratios of one task."""
     s, target = rec["summary"], rec["target"]
@@ -49,7 +52,11 @@ def _rows(name: str, rec: dict, sb3_version: str) -> list[str]:
     goal = f"target {target:g}" if target is not None else "throughput only"
     label = f"`{name}`: {rec['env_id']}, {budget}, {goal}"
     algo = ALGO[name.split("-")[0]]
-    sides = {"ours": f"ours (`{rec['example']}`)", "sb3": f"SB3 {sb3_version} `{algo}`"}
+    peer = f"SB3 {sb3_version}"
+    contrib = rec["meta"].get("peer_versions", {}).get("sb3-contrib")
+    if algo in CONTRIB and contrib:  # sb3-contrib's algorithm, on SB3's base classes
+        peer = f"sb3-contrib {contrib}"
+    sides = {"ours": f"ours (`{rec['example']}`)", "sb3": f"{peer} `{algo}`"}
     rows = [_side_row("" if i else label, sides[side], s[side], target)
             for i, side in enumerate(side for side in ("ours", "sb3") if side in s)]
     if "ratios_ours_over_sb3" in s:
@@ -110,7 +117,8 @@ def render(results: dict) -> str:
         "",
         "Stable-Baselines3 (the library most of our users would pick instead) and our examples on "
         "the same task, frame budget, network sizes and thread count (one torch thread, "
-        "`OMP_NUM_THREADS=1`), each side in a fresh process, one after the other, by "
+        "`OMP_NUM_THREADS=1`), each side in a fresh process, one after the other (unless a "
+        "task's stamp says the two ran at once), by "
         "`benchmarks/compare_peers.py`; this section is written from "
         "`benchmarks/results/peers.json` by that script, not by hand. Cells are medians over the "
         "seeds. *Wall time* and *frames/s* are over the training loop (SB3's `learn()`); *final "

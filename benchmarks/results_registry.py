@@ -70,11 +70,11 @@ EXAMPLES: dict[str, dict] = {
                       "beat our SAC at CrossQ's budget; what SAC's recorded runs reached at "
                       "30,000 frames: {rival}; CrossQ's final return against it: {versus}. "
                       "sb3-contrib's "
-                      "`CrossQ` with the same settings and budget (its side of "
-                      "`compare_peers.py --tasks crossq-halfcheetah`, run alone): {peer}.",
+                      "`CrossQ` with the same settings and budget (its side of the race in "
+                      "\"Against Stable-Baselines3\" below): {peer}.",
         "rival": "sac_mujoco",
-        # the peer's runs at this budget: compare_peers.py --sides sb3 --out <this file>
-        "peer_from": "crossq_peer.json", "peer_task": "crossq-halfcheetah",
+        # the peer's runs at this budget: its side of the race (compare_peers.py's record)
+        "peer_from": "peers.json", "peer_task": "crossq-halfcheetah",
         "published": "sb3-contrib's `CrossQ` on six MuJoCo tasks (its docs' results plot): "
                      "[sb3-contrib CrossQ docs](https://sb3-contrib.readthedocs.io/en/master/"
                      "modules/crossq.html#results)",
