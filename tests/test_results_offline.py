@@ -123,3 +123,19 @@ def test_two_calls_sharing_the_file_keep_each_others_runs(offline) -> None:
     assert codes == [0, 0]
     assert sorted((r["loss"], r["seed"]) for r in json.loads(out.read_text())) == [
         ("bc", 0), ("bc", 1), ("iql", 0), ("iql", 1)]
+
+
+def test_the_final_return_is_also_a_d4rl_normalised_score(bench_script, monkeypatch) -> None:
+    """HalfCheetah's D4RL references (random -280.18, expert 12,135): 100 at the expert's
+    return, 0 at the random one's; no score for an env without references."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    module = bench_script("results_offline")
+    assert module.normalised("rl/halfcheetah/medium-v0", 12135.0) == pytest.approx(100.0)
+    assert module.normalised("rl/halfcheetah/medium-v0", -280.178953) == pytest.approx(0.0)
+    assert module.normalised("rl/halfcheetah/medium-v0", 5565.0) == pytest.approx(47.08, abs=0.01)
+    assert module.normalised("fake/medium-v0", 100.0) is None
+    record = {"loss": "iql", "seed": 0, "frames": 100_000, "mean_return": 5565.0,
+              "behaviour_return": 5280.5, "seconds": 1.0, "fps": 1.0,
+              "dataset_id": "rl/halfcheetah/medium-v0"}
+    row = module.offline_rows([record])[-1]
+    assert row.endswith("| 47.1 | 47.4 |")
