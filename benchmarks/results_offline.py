@@ -12,7 +12,7 @@ Each run is ``python examples/iql_offline.py --loss L --total-frames N --eval-ev
 results page's runner: the load sampled while it goes, the logged series kept). ``N`` is
 the loss's budget (``BUDGETS``): the issue's 100k gradient steps, or the number that fits
 about an hour of this 2-core machine (CQL: its penalty evaluates the critics on 60 sampled
-actions per state, ~8x IQL's step). The example's last line gives the final evaluation
+actions per state, ~10x IQL's step). The example's last line gives the final evaluation
 (10 deterministic episodes, ``mean_return``) and the dataset's ``behaviour_return``
 (``make_offline_dataset.py``'s deterministic evaluation of the policy that recorded it).
 
@@ -149,7 +149,7 @@ def offline_section(path: Path = RUNS) -> list[str]:
         "deterministic episodes in the real env after the last gradient step; *behaviour "
         "return* is the recording policy's own deterministic evaluation (the dataset's "
         "metadata); cells read `median [min, max]` over the seeds. CQL's budget is the "
-        "number of steps that fits about an hour a run here (its step is ~8x IQL's), the "
+        "number of steps that fits about an hour a run here (its step is ~10x IQL's), the "
         "others run the issue's 100k. *Final, normalised* is the final evaluation as a "
         "D4RL-normalised score (100 (R - random) / (expert - random), D4RL's HalfCheetah "
         "references -280.2 and 12,135.0), the unit of the paper's column, which is "
