@@ -545,8 +545,8 @@ def merge_alongside(ours_path: Path, sb3_path: Path) -> int:
     """Publish the races of two one-side files whose runs went at the same time.
 
     Each task in both files at its full budget, with the same seeds on each side, becomes
-    one record in ``RESULTS`` (its runs marked ``alongside``; the meta is the later file's,
-    its command both commands), and the page is rewritten.
+    one record in ``RESULTS`` (its runs marked ``alongside``; the meta is our side's, its
+    command both commands), and the page is rewritten.
     """
     ours, sb3 = (json.loads(p.read_text()) for p in (ours_path, sb3_path))
     done = {}
@@ -561,10 +561,8 @@ def merge_alongside(ours_path: Path, sb3_path: Path) -> int:
                              f"budget ({TASKS[name].frames:,}) with the same seeds, got "
                              f"budgets {sorted(budgets)}, seeds {[r['seed'] for r in runs]} "
                              f"and {[r['seed'] for r in peer]}")
-        meta = dict(sb3["tasks"][name]["meta"], command=" & ".join(
-            (ours["tasks"][name]["meta"]["command"], sb3["tasks"][name]["meta"]["command"])))
-        meta["versions"] = ours["tasks"][name]["meta"]["versions"]
-        meta["git_commit"] = ours["tasks"][name]["meta"]["git_commit"]
+        mine = ours["tasks"][name]["meta"]  # versions and commit of our side's code
+        meta = dict(mine, command=f"{mine['command']} & {sb3['tasks'][name]['meta']['command']}")
         done[name] = task_record(name, TASKS[name].frames, runs + peer, meta)
     if not done:
         raise SystemExit(f"--merge-alongside: no task in both {ours_path} and {sb3_path}")

@@ -193,11 +193,18 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _write(path: Path, records: list[dict]) -> None:
-    """Write ``records`` whole or not at all (a reader never sees a half-written file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    tmp.write_text(dump_records(records) + "\n")
-    os.replace(tmp, path)
+def _merge(path: Path, extra: list[str], examples_dir: Path, record: dict | None = None) -> None:
+    """Rewrite ``path`` as it is now (another call, other losses, may share it): its current
+    records, ``record`` in place of the one of the same loss and seed. Under the folder's
+    lock, written whole (a reader never sees a half-written file)."""
+    with _locked(path):
+        records = current(load_runs(path), extra, examples_dir)
+        if record is not None:
+            key = (record["loss"], record["seed"])
+            records = [r for r in records if (r["loss"], r["seed"]) != key] + [record]
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_text(dump_records(records) + "\n")
+        os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,21 +233,14 @@ def main(argv: list[str] | None = None) -> int:
                  for seed in range(args.seeds) if args.rerun or (loss, seed) not in done]
 
         def keep(record: dict) -> None:
-            nonlocal records
             print(json.dumps({k: v for k, v in record.items() if k != "series"}), flush=True)
-            key = (record["loss"], record["seed"])
-            # merged into the file as it is now: another call (other losses) may share it
-            with _locked(args.out):
-                records = [r for r in current(load_runs(args.out), extra, args.examples_dir)
-                           if (r["loss"], r["seed"]) != key] + [record]
-                _write(args.out, records)  # after every run: nothing lost
+            _merge(args.out, extra, args.examples_dir, record)  # after every run: nothing lost
 
         spec = {EXAMPLE: {"threshold": float("inf")}}  # no frames-to-target for these rows
         failures = run_many(pairs, [], args.timeout, args.jobs, keep, examples=spec,
                             examples_dir=args.examples_dir, load_poll=LOAD_POLL)
     if args.out.exists():  # the records of other code or settings dropped
-        with _locked(args.out):
-            _write(args.out, current(load_runs(args.out), extra, args.examples_dir))
+        _merge(args.out, extra, args.examples_dir)
     if not args.no_page:
         _render_page()
     if failures:
