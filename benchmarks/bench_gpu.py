@@ -16,8 +16,11 @@ tiny sizes on the CPU, in CI). Sections, in this order:
    and MuJoCo are not on that machine, so batches are synthetic tensors of the real shapes
    (uint8 [4, 84, 84] frames, 17-dim HalfCheetah observations) and the env's step cost is
    left out.
+   ``--rows iql,td3bc,cql`` times the offline losses instead (``update_rows.OFFLINE_ROWS``).
 4. ``profile``: a torch.profiler trace of compiled SAC updates, summarised by
    ``rl-profile summary``.
+
+``--sections`` picks some of the four (default all).
 
 The first two take seconds; compilation makes the third the long one. A time guard
 (``--budget-s``) skips what would not fit and says so in the JSON. ``docs/gpu.md``
@@ -43,6 +46,8 @@ import update_rows  # noqa: E402
 
 SCHEMA = 1
 GPU_ROWS = ("ppo_atari", "ppo_continuous", "sac", "td3")
+ALL_ROWS = (*GPU_ROWS, *update_rows.OFFLINE_ROWS)
+SECTIONS = ("replay", "lstm", "updates", "profile")
 
 
 class Report:
@@ -117,7 +122,7 @@ def bench_updates(rep: Report, device: str, compile_kwargs: dict, rounds: int, c
     for name, mode in order:
         what = f"updates {name} {mode}"
         if mode != "eager" and name not in compiled_rows:
-            rep.skip(what, "dry run: one row is compiled")
+            rep.skip(what, f"dry run: compiles {list(compiled_rows)} only")
             continue
         if mode == "cudagraphs" and device != "cuda":
             rep.skip(what, "CUDA graphs need a CUDA device")
@@ -138,25 +143,28 @@ def bench_updates(rep: Report, device: str, compile_kwargs: dict, rounds: int, c
 
 def _time_row(row, name, mode, device, rounds, calls) -> dict:
     batches = [row.batch() for _ in range(calls)]
+    sides = {"ours": row.ours} if row.plain is None else {"ours": row.ours, "plain": row.plain}
     warm = {}
-    for label, fn in (("ours", row.ours), ("plain", row.plain)):
+    for label, fn in sides.items():
         t = time.perf_counter()
         for b in batches[:1] * 6:  # eager warm-up, compile, CudaGraphModule warm-up, capture
             fn(b.copy())
         _sync(device)
         warm[label] = round(time.perf_counter() - t, 2)
     per = update_rows.frames_per_update(name) * calls
-    ours, plain = [], []
+    fps = {label: [] for label in sides}
     for _ in range(rounds):  # interleaved: a drift in clocks or load hits both
-        ours.append(per / _timed(row.ours, batches, device))
-        plain.append(per / _timed(row.plain, batches, device))
-    mo, mp = statistics.median(ours), statistics.median(plain)
+        for label, fn in sides.items():
+            fps[label].append(per / _timed(fn, batches, device))
+    med = {label: statistics.median(v) for label, v in fps.items()}
     entry = {"row": name, "mode": mode, "batch": update_rows.SIZES[name][2],
-             "ours_fps": round(mo, 1), "plain_fps": round(mp, 1),
-             "ours_over_plain": round(mo / mp, 3),
-             "ours_spread": [round(min(ours), 1), round(max(ours), 1)],
-             "plain_spread": [round(min(plain), 1), round(max(plain), 1)],
-             "warmup_seconds": warm, "rounds": rounds, "updates_per_round": calls}
+             "ours_fps": round(med["ours"], 1), "plain_fps": None, "ours_over_plain": None}
+    if "plain" in med:
+        entry.update(plain_fps=round(med["plain"], 1),
+                     ours_over_plain=round(med["ours"] / med["plain"], 3))
+    for label, v in fps.items():
+        entry[f"{label}_spread"] = [round(min(v), 1), round(max(v), 1)]
+    entry.update(warmup_seconds=warm, rounds=rounds, updates_per_round=calls)
     print(json.dumps(entry), flush=True)
     return entry
 
@@ -263,7 +271,15 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--dry-run", action="store_true",
                    help="tiny sizes on the CPU (compile with backend='eager')")
     p.add_argument("--budget-s", type=float, default=300.0)
+    p.add_argument("--sections", default=",".join(SECTIONS),
+                   help=f"comma-separated, of {SECTIONS} (default all)")
+    p.add_argument("--rows", default=",".join(GPU_ROWS),
+                   help=f"the updates section's rows, of {ALL_ROWS} (default {GPU_ROWS})")
     args = p.parse_args(argv)
+    sections, rows = args.sections.split(","), tuple(args.rows.split(","))
+    for flag, got, known in (("--sections", sections, SECTIONS), ("--rows", rows, ALL_ROWS)):
+        if set(got) - set(known):
+            p.error(f"{flag}: expected some of {known}, got {sorted(set(got) - set(known))}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rep = Report(out, args.dry_run, args.budget_s)
@@ -275,16 +291,21 @@ def main(argv: list[str] | None = None) -> dict:
         update_rows.SIZES.update({"ppo_atari": ((4, 84, 84), 4, 8), "ppo_continuous":
                                   ((17,), 6, 8), "sac": ((17,), 6, 8), "td3": ((17,), 6, 8)})
     compile_kwargs = {"backend": "eager"} if dry else {}
-    rep.section("replay", bench_replay, device, 4096 if dry else 1 << 20,
-                [256] if dry else [256 << (2 * i) for i in range(5)], 2 if dry else 20)
-    rep.section("lstm", bench_lstm, device, *((2, 8, 16) if dry else (32, 128, 256)),
-                2 if dry else 10)
-    if not dry:  # 16x the rows on the same kernels: does the time follow the program count?
-        rep.section("lstm", bench_lstm, device, 512, 128, 256, 10)
-    rep.section("updates", bench_updates, device, compile_kwargs, 2 if dry else 7,
-                2 if dry else 20, GPU_ROWS, ("ppo_continuous",) if dry else GPU_ROWS)
-    rep.section("profile", bench_profile, device, "eager" if dry else "compile",
-                compile_kwargs, out.parent)
+    if "replay" in sections:
+        rep.section("replay", bench_replay, device, 4096 if dry else 1 << 20,
+                    [256] if dry else [256 << (2 * i) for i in range(5)], 2 if dry else 20)
+    if "lstm" in sections:
+        rep.section("lstm", bench_lstm, device, *((2, 8, 16) if dry else (32, 128, 256)),
+                    2 if dry else 10)
+        if not dry:  # 16x the rows on the same kernels: does the time follow the program count?
+            rep.section("lstm", bench_lstm, device, 512, 128, 256, 10)
+    if "updates" in sections:  # a dry run compiles one of LeanRL's rows and one offline row
+        compiled = tuple(r for r in rows if r in ("ppo_continuous", "iql"))
+        rep.section("updates", bench_updates, device, compile_kwargs, 2 if dry else 7,
+                    2 if dry else 20, rows, compiled if dry else rows)
+    if "profile" in sections:
+        rep.section("profile", bench_profile, device, "eager" if dry else "compile",
+                    compile_kwargs, out.parent)
     rep.write()
     return rep.doc
 

@@ -19,6 +19,20 @@ function). Rows (sizes as the reference scripts):
   policy smoothing, the actor's loss on the first critic's detached parameters; needs
   ``rl_objectives.TD3Loss`` (skipped where absent).
 
+The offline rows (``OFFLINE_ROWS``, ``examples/iql_offline.py``'s losses at its sizes:
+256x256 ReLU networks, HalfCheetah's 17 -> 6, batch 256, one Adam over every network,
+target critics moved by a foreach lerp):
+
+- ``iql``: ``IQLLoss`` (TanhNormal actor, twin critics, a value network V; expectile 0.7,
+  inverse temperature 3); plain: the same three losses written out (the critics'
+  target-minimum and ``V(s')`` without gradients, the actor weighted by the clipped
+  ``exp(beta A)``).
+- ``td3bc``: ``TD3BCLoss`` (alpha 2.5); plain: the TD3 update with the actor's loss
+  ``-lambda Q(s, pi(s)) + (pi(s) - a)^2``, ``lambda = alpha / mean|Q|``.
+- ``cql``: ``CQLLoss`` (SAC's terms plus the conservative penalty over 10 uniform and
+  2 x 10 policy actions per state, the terms ``iql_offline.py`` trains); no plain row
+  (``plain`` is ``None``).
+
 Batches are synthetic tensors of the real shapes and dtypes (no environment runs here):
 the benchmarks time the learner, which is what compiling and CUDA graphs change.
 """
@@ -34,12 +48,16 @@ from tensordict.nn import TensorDictModule
 from torch import nn
 
 ROWS = ("ppo_cartpole", "ppo_atari", "ppo_continuous", "sac", "td3")
+OFFLINE_ROWS = ("iql", "td3bc", "cql")
 SIZES = {  # (observation shape, action dim or number of actions, batch)
     "ppo_cartpole": ((4,), 2, 256),
     "ppo_atari": ((4, 84, 84), 4, 256),
     "ppo_continuous": ((17,), 6, 64),
     "sac": ((17,), 6, 256),
     "td3": ((17,), 6, 256),
+    "iql": ((17,), 6, 256),
+    "td3bc": ((17,), 6, 256),
+    "cql": ((17,), 6, 256),
 }
 
 
@@ -50,13 +68,14 @@ class Row:
     Attributes:
         name: the row's name (a key of ``SIZES``).
         ours: ``TensorDict -> TensorDict`` (the toolkit's update step).
-        plain: ``TensorDict -> tuple`` (the plain-torch update of the same math).
+        plain: ``TensorDict -> tuple`` (the plain-torch update of the same math);
+            ``None`` where the row has none.
         batch: a fresh batch on the row's device.
     """
 
     name: str
     ours: Callable
-    plain: Callable
+    plain: Callable | None
     batch: Callable[[], TensorDict]
 
 
@@ -313,7 +332,8 @@ def sac_row(device: str, mode: str, compile_kwargs: dict) -> Row:
     return Row("sac", ours, plain, lambda: _sac_batch(n, device))
 
 
-def _plain_td3(actor, q1, q2, opt, gamma=0.99, tau=0.005, noise=0.2, noise_clip=0.5):
+def _plain_td3(actor, q1, q2, opt, gamma=0.99, tau=0.005, noise=0.2, noise_clip=0.5,
+               bc_alpha=None):
     a_t, q1_t, q2_t = _clone(actor, q1, q2)
     targets = [p for m in (a_t, q1_t, q2_t) for p in m.parameters()]
     onlines = [p for m in (actor, q1, q2) for p in m.parameters()]
@@ -332,7 +352,13 @@ def _plain_td3(actor, q1, q2, opt, gamma=0.99, tau=0.005, noise=0.2, noise_clip=
                 q1_t(cat2), q2_t(cat2))
         cat = torch.cat([obs, td["action"]], -1)
         q_loss = (q1(cat) - y).pow(2).mean() + (q2(cat) - y).pow(2).mean()
-        actor_loss = -q1_frozen(torch.cat([obs, actor(obs).tanh()], -1)).mean()
+        pi = actor(obs).tanh()
+        q_pi = q1_frozen(torch.cat([obs, pi], -1))
+        if bc_alpha is None:
+            actor_loss = -q_pi.mean()
+        else:  # TD3+BC: lambda = alpha / mean |Q|, plus the squared distance to the data
+            lmbda = bc_alpha / q_pi.abs().mean().detach()
+            actor_loss = -lmbda * q_pi.mean() + (pi - td["action"]).pow(2).mean()
         (q_loss + actor_loss).backward()
         opt.step()
         with torch.no_grad():
@@ -367,8 +393,97 @@ def td3_row(device: str, mode: str, compile_kwargs: dict) -> Row | None:
     return Row("td3", ours, plain, lambda: _sac_batch(n, device))
 
 
+def _tanh_normal_actor(actor_net: nn.Module):
+    from rl_modules import NormalParamExtractor, ProbabilisticActor, TanhNormal
+
+    return ProbabilisticActor(
+        TensorDictModule(nn.Sequential(actor_net, NormalParamExtractor()), ["observation"],
+                         ["loc", "scale"]), ["loc", "scale"], distribution_class=TanhNormal,
+        return_log_prob=False)
+
+
+def _plain_iql(actor, q1, q2, vnet, opt, gamma=0.99, tau=0.005, expectile=0.7, beta=3.0):
+    q1_t, q2_t = _clone(q1, q2)
+    targets = [*q1_t.parameters(), *q2_t.parameters()]
+    onlines = [*q1.parameters(), *q2.parameters()]
+    for p in targets:
+        p.requires_grad_(False)
+
+    def log_prob(obs, action):  # TanhNormal's: the Gaussian's at atanh(a), less log(1 - a^2)
+        loc, scale = actor(obs).chunk(2, -1)
+        scale = nn.functional.softplus(scale) + 1e-4
+        u = torch.atanh(action.clamp(-1 + 1e-6, 1 - 1e-6))
+        return (torch.distributions.Normal(loc, scale).log_prob(u)
+                - torch.log1p(-action.pow(2) + 1e-6)).sum(-1, keepdim=True)
+
+    def update(td):
+        opt.zero_grad(set_to_none=True)
+        obs, action, nxt = td["observation"], td["action"], td["next", "observation"]
+        cat = torch.cat([obs, action], -1)
+        with torch.no_grad():
+            q_target = torch.min(q1_t(cat), q2_t(cat))
+            y = td["next", "reward"] + gamma * (~td["next", "terminated"]) * vnet(nxt)
+        value = vnet(obs)
+        diff = q_target - value
+        value_loss = (torch.where(diff > 0, expectile, 1 - expectile) * diff.pow(2)).mean()
+        weight = torch.exp(beta * diff.detach()).clamp(max=100.0)
+        actor_loss = -(weight * log_prob(obs, action)).mean()
+        q_loss = (q1(cat) - y).pow(2).mean() + (q2(cat) - y).pow(2).mean()
+        (value_loss + actor_loss + q_loss).backward()
+        opt.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(targets, [p.detach() for p in onlines], tau)
+        return q_loss.detach(), actor_loss.detach(), value_loss.detach()
+
+    return update
+
+
+def offline_row(name: str, device: str, mode: str, compile_kwargs: dict) -> Row:
+    """An offline row (``iql``, ``td3bc``, ``cql``; see the module docstring)."""
+    from rl_modules import ValueOperator
+    from rl_objectives import CQLLoss, IQLLoss, SoftUpdate, TD3BCLoss, make_update_step
+
+    torch.manual_seed(0)
+    obs, act, n = SIZES[name][0][0], SIZES[name][1], SIZES[name][2]
+    q1, q2 = _mlp(obs + act, 1, 256, nn.ReLU), _mlp(obs + act, 1, 256, nn.ReLU)
+    qvalue = ValueOperator(_Q(obs, act), in_keys=["observation", "action"])
+    pq1, pq2 = (m.to(device) for m in _clone(q1, q2))
+    plain, loss_keys = None, None
+    if name == "iql":
+        actor_net, vnet = _mlp(obs, 2 * act, 256, nn.ReLU), _mlp(obs, 1, 256, nn.ReLU)
+        pa, pv = (m.to(device) for m in _clone(actor_net, vnet))
+        plain_opt = _adam([*pa.parameters(), *pq1.parameters(), *pq2.parameters(),
+                           *pv.parameters()], device)
+        plain = _plain_iql(pa, pq1, pq2, pv, plain_opt)
+        loss = IQLLoss(_tanh_normal_actor(actor_net), qvalue,
+                       ValueOperator(vnet, in_keys=["observation"]), loss_function="l2",
+                       expectile=0.7, temperature=3.0)
+    elif name == "td3bc":
+        actor_net = nn.Sequential(_mlp(obs, act, 256, nn.ReLU), nn.Tanh())
+        pa = _clone(actor_net[0])[0].to(device)
+        plain_opt = _adam([*pa.parameters(), *pq1.parameters(), *pq2.parameters()], device)
+        plain = _plain_td3(pa, pq1, pq2, plain_opt, bc_alpha=2.5)
+        loss = TD3BCLoss(TensorDictModule(actor_net, ["observation"], ["action"]), qvalue,
+                         bounds=(-1.0, 1.0), loss_function="l2", alpha=2.5)
+    elif name == "cql":
+        loss = CQLLoss(_tanh_normal_actor(_mlp(obs, 2 * act, 256, nn.ReLU)), qvalue,
+                       loss_function="l2", min_q_weight=5.0)
+        loss_keys = ("loss_actor", "loss_qvalue", "loss_cql", "loss_alpha", "loss_alpha_prime")
+    else:
+        raise ValueError(f"name: expected one of {OFFLINE_ROWS}, got {name!r}")
+    loss = loss.to(device)
+    opt = _adam([p for p in loss.parameters() if p.requires_grad], device)
+    ours = make_update_step(loss, opt, target_updater=SoftUpdate(loss, tau=0.005),
+                            compile=_compile_arg(mode, compile_kwargs),
+                            cudagraphs=mode == "cudagraphs", loss_keys=loss_keys)
+    plain = None if plain is None else _wrap(plain, mode, compile_kwargs)
+    return Row(name, ours, plain, lambda: _sac_batch(n, device, obs, act))
+
+
 def make_row(name: str, device: str, mode: str, compile_kwargs: dict) -> Row | None:
     """Any row by name (see the module docstring); ``None`` where its loss is absent."""
+    if name in OFFLINE_ROWS:
+        return offline_row(name, device, mode, compile_kwargs)
     if name == "sac":
         return sac_row(device, mode, compile_kwargs)
     if name == "td3":
@@ -379,7 +494,8 @@ def make_row(name: str, device: str, mode: str, compile_kwargs: dict) -> Row | N
 def frames_per_update(name: str) -> float:
     """Frames one update stands for: PPO's minibatch is its frames over the epochs (CleanRL's
     4 epochs for Atari and CartPole's 10 here, 10 for MuJoCo); SAC and TD3 take one
-    gradient step per frame (LeanRL's scripts with one env)."""
+    gradient step per frame (LeanRL's scripts with one env); an offline row's frame is one
+    gradient step (``iql_offline.py``'s meaning)."""
     if name.startswith("ppo"):
         epochs = 4 if name == "ppo_atari" else 10
         return SIZES[name][2] / epochs

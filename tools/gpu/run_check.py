@@ -19,6 +19,7 @@ outcome is added to ``gpu.json`` as ``tests``. Then, here, copy ``gpu.json`` (an
 There (see ``docs/gpu.md``)::
 
     python3 tools/gpu/run_check.py            # with .gpu-wheels carried
+    python3 tools/gpu/run_check.py --sections updates --rows iql,td3bc,cql   # offline rows
 
 Here, in CI (a venv with the GPU machine's torch and triton; see ``.ci/run``)::
 
@@ -114,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-out")))
     p.add_argument("--wheels", type=Path, default=ROOT / ".gpu-wheels")
     p.add_argument("--budget-s", type=float, default=420.0)
+    p.add_argument("--sections", help="bench_gpu.py's --sections (default: all of them)")
+    p.add_argument("--rows", help="bench_gpu.py's --rows (default: LeanRL's four)")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     log, start = Log(args.out / "run_check.log"), time.perf_counter()
@@ -136,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
                  "--budget-s", str(max(30.0, min(300.0, left() - 20)))]
         if args.dry_run:
             bench.append("--dry-run")
+        for flag in ("sections", "rows"):
+            if getattr(args, flag):
+                bench += [f"--{flag}", getattr(args, flag)]
         rc_bench = run(bench, env, max(40.0, left()), args.out / "run_check.log", log)
     record_tests(args.out / "pytest.xml", args.out / "gpu.json")
     trace = args.out / "gpu_trace.json"

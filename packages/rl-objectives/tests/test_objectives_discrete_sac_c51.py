@@ -222,5 +222,10 @@ def test_c51_bad_input():
     del td["action"]
     with pytest.raises(MissingKeyError, match="DistributionalDQNLoss needs the key 'action'"):
         DistributionalDQNLoss(_c51_net())(td)
+    # a support set as a plain attribute stays behind on .to(device): named, not a device clash
+    stranded = DistributionalDQNLoss(_c51_net())
+    stranded.value_network.support = stranded.support.to("meta")
+    with pytest.raises(ValueError, match=r"support is on meta.*register the support as a buffer"):
+        stranded(_batch())
     with pytest.raises(ValueError, match="action_space"):
         DiscreteSACLoss(_actor(), _q(), action_space="binary")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -95,7 +96,7 @@ class DistributionalDQNLoss(OneStepTarget, LossModule):
         >>> net = torch.nn.Sequential(torch.nn.Linear(4, 11 * 2), torch.nn.Unflatten(-1, (11, 2)),
         ...                           torch.nn.LogSoftmax(dim=-2))  # atoms on dim -2
         >>> actor = TensorDictModule(net, ["observation"], ["action_value"])
-        >>> actor.support = torch.linspace(-5, 5, 11)  # rl_modules.DistributionalQValueActor
+        >>> actor.register_buffer("support", torch.linspace(-5, 5, 11))  # moves with .to()
         >>> td = TensorDict({"observation": torch.randn(6, 4),
         ...     "action": torch.randint(2, (6,)),
         ...     "next": {"observation": torch.randn(6, 4), "reward": torch.randn(6, 1),
@@ -156,6 +157,17 @@ class DistributionalDQNLoss(OneStepTarget, LossModule):
         """The atoms ``z`` ``[N]`` (the value network's)."""
         return self.value_network.support
 
+    def _support_like(self, probs: torch.Tensor) -> torch.Tensor:
+        """The support in ``probs``' dtype; a clear error where it is on another device."""
+        support = self.support
+        if support.device != probs.device:
+            raise ValueError(
+                f"value_network.support is on {support.device}, its "
+                f"{self.tensor_keys.action_value!r} on {probs.device}: register the support as a "
+                "buffer (value_network.register_buffer('support', z), as "
+                "rl_modules.DistributionalQValueActor does) so that .to(device) moves it")
+        return support.to(probs.dtype)
+
     def _log_probs(self, net: TensorDictModuleBase, td: TensorDictBase) -> torch.Tensor:
         return self._get(net(td.copy()), self.tensor_keys.action_value)
 
@@ -173,21 +185,27 @@ class DistributionalDQNLoss(OneStepTarget, LossModule):
 
     def _columns(self, action: torch.Tensor, blocks: list[int], batch: torch.Size):
         """The stored action's column of each choice, ``[*B, K]``."""
-        offsets = torch.tensor([0, *blocks[:-1]], device=action.device).cumsum(0)
         if getattr(self.value_network, "action_space", None) == "binary":
             index = action.long().reshape(*batch, len(blocks))
         elif len(blocks) > 1 or tuple(action.shape) == (*batch, blocks[0]) and blocks[0] > 1:
             index = torch.stack([a.argmax(-1) for a in action.split(blocks, -1)], -1)
         else:  # one choice, an index
             index = action.long().reshape(*batch, 1)
-        return index + offsets
+        return self._offset(index, blocks)
 
     def _greedy_columns(self, probs: torch.Tensor, blocks: list[int]) -> torch.Tensor:
         """``a*`` of each choice from ``p`` ``[*B, N, A]``: its column, ``[*B, K]``."""
-        support = self.support.to(probs.dtype)
-        values = (probs * support.unsqueeze(-1)).sum(-2).split(blocks, -1)
-        offsets = torch.tensor([0, *blocks[:-1]], device=probs.device).cumsum(0)
-        return torch.stack([v.argmax(-1) for v in values], -1) + offsets
+        values = (probs * self._support_like(probs).unsqueeze(-1)).sum(-2).split(blocks, -1)
+        return self._offset(torch.stack([v.argmax(-1) for v in values], -1), blocks)
+
+    @staticmethod
+    def _offset(index: torch.Tensor, blocks: list[int]) -> torch.Tensor:
+        """Each choice's index within its block ``[*B, K]`` moved by the block's first column,
+        added as Python integers: no host-to-device copy, so a CUDA graph captures it."""
+        if len(blocks) == 1:
+            return index
+        starts = itertools.accumulate(blocks[:-1], initial=0)
+        return torch.stack([index[..., k] + start for k, start in enumerate(starts)], -1)
 
     def _check_columns(self, log_probs: torch.Tensor, blocks: list[int]) -> None:
         if log_probs.shape[-1] != sum(blocks):
@@ -211,8 +229,7 @@ class DistributionalDQNLoss(OneStepTarget, LossModule):
         discount = gamma * (1.0 - terminated.to(reward.dtype))
         k = len(blocks)
         reward, discount = (x.unsqueeze(-1).expand(*x.shape, k) for x in (reward, discount))
-        return project_distribution(probs_next, reward, discount,
-                                    self.support.to(probs.dtype))
+        return project_distribution(probs_next, reward, discount, self._support_like(probs))
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         """Compute ``loss`` and write ``td_error`` into ``tensordict``.
