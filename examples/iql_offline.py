@@ -13,7 +13,9 @@ critic builders (a ``TanhNormal`` ``ProbabilisticActor`` for IQL and CQL, a tanh
 deterministic actor for TD3+BC and BC); ``IQLLoss`` (with a ``ValueOperator`` for V),
 ``CQLLoss`` or ``TD3BCLoss``, and ``SoftUpdate`` of the target critics. Every
 ``--eval-every`` gradient steps the actor plays ``--eval-episodes`` deterministic episodes
-in the real env (``rl_trainers.evaluate``). Each gradient step is one
+in the real env (``rl_trainers.evaluate``). IQL trains on rewards scaled as its paper does for
+the locomotion sets (``--reward-scale auto``: times 1000 over the spread of the dataset's
+episode returns); the other losses on the dataset's rewards. Each gradient step is one
 ``rl_objectives.make_update_step`` (eager: it times loss, backward and optimiser apart;
 ``--compile`` / ``--cudagraphs``: one compiled graph); ``--video`` records one
 deterministic episode at the end to the logger. One "frame" here is one gradient step, so
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import time
 import types
@@ -68,6 +71,11 @@ class Config:
         temperature: IQL's inverse temperature ``beta``.
         cql_weight: CQL's ``min_q_weight``.
         td3bc_alpha: TD3+BC's ``alpha``.
+        reward_scale: what the sampled rewards are multiplied by: ``auto`` is IQL's
+            locomotion scaling for ``--loss iql`` (``1000 / (max - min)`` of the dataset's
+            complete episodes' returns, the IQL paper's setting) and ``1`` for the
+            other losses (their papers train on the raw rewards); a positive number
+            applies to every loss.
         eval_every: gradient steps between evaluations (and one at the end).
         eval_episodes: deterministic episodes per evaluation.
         num_envs: sub-envs of the evaluation (and recording) env.
@@ -98,6 +106,7 @@ class Config:
     temperature: float = 3.0
     cql_weight: float = 5.0
     td3bc_alpha: float = 2.5
+    reward_scale: str = "auto"
     eval_every: int = 5_000
     eval_episodes: int = 10
     num_envs: int = 1
@@ -135,6 +144,40 @@ def load_dataset(cfg: Config) -> MinariExperienceReplay:
                          metadata={"algorithm_name": "uniform random policy"})
     collector.shutdown()
     return load()
+
+
+def episode_returns(buffer: MinariExperienceReplay) -> torch.Tensor:
+    """The return of each complete episode of the dataset (its transitions up to a done;
+    episodes are stored one after the other), float64."""
+    data = buffer[: len(buffer)]
+    reward = data["next", "reward"].reshape(-1).double()
+    ends = data["next", "done"].reshape(-1).nonzero().reshape(-1)
+    total = torch.cat([reward.new_zeros(1), reward.cumsum(0)])
+    starts = torch.cat([ends.new_zeros(1), ends[:-1] + 1])
+    return total[ends + 1] - total[starts]
+
+
+def reward_scale(cfg: Config, buffer: MinariExperienceReplay) -> float:
+    """The factor of ``--reward-scale`` (see :class:`Config`) for this loss and dataset."""
+    if cfg.reward_scale != "auto":
+        try:
+            scale = float(cfg.reward_scale)
+        except ValueError:
+            scale = math.nan
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"--reward-scale: expected 'auto' or a positive number, got "
+                             f"{cfg.reward_scale!r}")
+        return scale
+    if cfg.loss != "iql":
+        return 1.0
+    returns = episode_returns(buffer)
+    spread = float(returns.max() - returns.min()) if len(returns) > 1 else 0.0
+    if spread <= 0:
+        raise ValueError(
+            f"--reward-scale auto: IQL's scale needs complete episodes of different returns; "
+            f"{cfg.dataset_id!r} has {len(returns)} (returns {returns.tolist()[:4]}): pass a "
+            "number instead")
+    return 1000.0 / spread
 
 
 def make_loss(cfg: Config, env):
@@ -184,6 +227,7 @@ def main(cfg: Config) -> dict:
     torch.set_num_threads(cfg.threads)
     torch.distributions.Distribution.set_default_validate_args(False)
     buffer = load_dataset(cfg)
+    scale = reward_scale(cfg, buffer)
     env = make_env(cfg)
     n_act = env.action_spec.shape[-1]
     low = env.action_spec.space.low.reshape(-1, n_act)[0].to(cfg.device)
@@ -202,6 +246,8 @@ def main(cfg: Config) -> dict:
     for step in range(1, cfg.total_frames + 1):
         with timing.add_time("replay"):
             batch = buffer.sample().to(cfg.device)
+            if scale != 1.0:
+                batch["next", "reward"] = batch["next", "reward"] * scale
             batch["action"] = torch.maximum(torch.minimum(batch["action"], high - margin),
                                             low + margin)
         losses = run_update(update, batch, timing)
@@ -230,6 +276,7 @@ def main(cfg: Config) -> dict:
         "mean_return": round(evals[-1][1], 2), "fps": round(cfg.total_frames / seconds, 1),
         "loss": cfg.loss, "dataset_id": cfg.dataset_id, "dataset_transitions": len(buffer),
         "behaviour_return": buffer.metadata.get("behaviour_return"),
+        "reward_scale": scale,
         "evaluations": [[s, round(r, 2)] for s, r in evals], "seed": cfg.seed,
         "compile_seconds": round(update.compile_seconds, 2), "steady_fps": fps_steady,
     }

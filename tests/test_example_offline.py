@@ -48,3 +48,38 @@ def test_every_loss_trains_from_a_recorded_dataset(tmp_path, monkeypatch) -> Non
     # Pendulum's episodes end at 200 steps: one frame per step plus the reset frame
     assert frames.shape == (201, 500, 500, 3) and frames.std() > 10, frames.shape
     assert len(list((tmp_path / "minari").rglob("main_data.hdf5"))) == 1  # recorded once
+
+
+@pytest.mark.timeout(300)
+def test_iql_scales_rewards_by_the_spread_of_the_episode_returns(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    threads = torch.get_num_threads()
+
+    def run(*extra: str) -> dict:
+        monkeypatch.setattr(sys, "argv", [
+            "iql_offline.py", "--env-id", "Pendulum-v1", "--dataset-id", "test/s-v0",
+            "--record-frames", "600", "--minari-root", "minari", "--copies-root", "copies",
+            "--total-frames", "2", "--eval-every", "2", "--eval-episodes", "1",
+            "--hidden", "16", "--batch-size", "8", *extra])
+        ns = runpy.run_path(str(EXAMPLES / "iql_offline.py"), run_name="example_under_test")
+        return ns["main"](ns["parse_args"](ns["Config"], ns["__doc__"]))
+
+    try:
+        auto = run("--loss", "iql")
+        other = run("--loss", "td3bc")
+        given = run("--loss", "td3bc", "--reward-scale", "0.5")
+        with pytest.raises(ValueError, match=r"--reward-scale: expected 'auto' or a positive "
+                                             r"number, got '-1'"):
+            run("--loss", "iql", "--reward-scale", "-1")
+    finally:
+        torch.set_num_threads(threads)
+    import minari
+
+    # the dataset's own episodes, read through Minari (3 of Pendulum's 200-step episodes)
+    returns = [float(ep.rewards.sum()) for ep in minari.load_dataset("test/s-v0")]
+    assert len(returns) == 3 and max(returns) > min(returns)
+    assert auto["reward_scale"] == pytest.approx(1000.0 / (max(returns) - min(returns)),
+                                                 rel=1e-5)
+    assert other["reward_scale"] == 1.0 and given["reward_scale"] == 0.5
