@@ -26,8 +26,11 @@ def test_offline_rows_dry_run_writes_each_rows_entries(bench_script, tmp_path) -
             assert "plain_spread" not in e and set(e["warmup_seconds"]) == {"ours"}
         else:
             assert e["plain_fps"] > 0
-            assert e["ours_over_plain"] == pytest.approx(e["ours_fps"] / e["plain_fps"],
-                                                         rel=0.01)
+            # the ratio of the medians lies between the spreads' extremes (each figure is
+            # rounded to 0.1: a loaded machine can run these at about one step a second)
+            (o_lo, o_hi), (p_lo, p_hi) = e["ours_spread"], e["plain_spread"]
+            assert (o_lo - 0.05) / (p_hi + 0.05) - 1e-3 <= e["ours_over_plain"]
+            assert e["ours_over_plain"] <= (o_hi + 0.05) / max(p_lo - 0.05, 1e-9) + 1e-3
     skipped = {s["what"]: s["why"] for s in doc["skipped"]}
     assert skipped["updates iql cudagraphs"] == "CUDA graphs need a CUDA device"
     assert skipped["updates td3bc compile"] == "dry run: compiles ['iql'] only"
