@@ -305,9 +305,18 @@ def _plain_sac(actor, q1, q2, log_alpha, opt, targets, onlines, gamma=0.99, tau=
     return update
 
 
+def _tanh_normal_actor(actor_net: nn.Module):
+    from rl_modules import NormalParamExtractor, ProbabilisticActor, TanhNormal
+
+    return ProbabilisticActor(
+        TensorDictModule(nn.Sequential(actor_net, NormalParamExtractor()), ["observation"],
+                         ["loc", "scale"]), ["loc", "scale"], distribution_class=TanhNormal,
+        return_log_prob=False)
+
+
 def sac_row(device: str, mode: str, compile_kwargs: dict) -> Row:
     """The SAC row at HalfCheetah's sizes (see :func:`ppo_row` for the arguments)."""
-    from rl_modules import NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
+    from rl_modules import ValueOperator
     from rl_objectives import SACLoss, SoftUpdate, make_update_step
 
     torch.manual_seed(0)
@@ -319,12 +328,9 @@ def sac_row(device: str, mode: str, compile_kwargs: dict) -> Row:
     plain_opt = _adam([*pa.parameters(), *pq1.parameters(), *pq2.parameters(), log_alpha],
                       device)
     plain = _wrap(_plain_sac(pa, pq1, pq2, log_alpha, plain_opt, [], []), mode, compile_kwargs)
-    actor = ProbabilisticActor(
-        TensorDictModule(nn.Sequential(actor_net, NormalParamExtractor()), ["observation"],
-                         ["loc", "scale"]), ["loc", "scale"], distribution_class=TanhNormal,
-        return_log_prob=False)
     qvalue = ValueOperator(_Q(obs, act), in_keys=["observation", "action"])
-    loss = SACLoss(actor, qvalue, num_qvalue_nets=2, loss_function="l2").to(device)
+    loss = SACLoss(_tanh_normal_actor(actor_net), qvalue, num_qvalue_nets=2,
+                   loss_function="l2").to(device)
     opt = _adam([p for p in loss.parameters() if p.requires_grad], device)
     ours = make_update_step(loss, opt, target_updater=SoftUpdate(loss, tau=0.005),
                             compile=_compile_arg(mode, compile_kwargs),
@@ -391,15 +397,6 @@ def td3_row(device: str, mode: str, compile_kwargs: dict) -> Row | None:
         loss, opt, target_updater=rl_objectives.SoftUpdate(loss, tau=0.005),
         compile=_compile_arg(mode, compile_kwargs), cudagraphs=mode == "cudagraphs")
     return Row("td3", ours, plain, lambda: _sac_batch(n, device))
-
-
-def _tanh_normal_actor(actor_net: nn.Module):
-    from rl_modules import NormalParamExtractor, ProbabilisticActor, TanhNormal
-
-    return ProbabilisticActor(
-        TensorDictModule(nn.Sequential(actor_net, NormalParamExtractor()), ["observation"],
-                         ["loc", "scale"]), ["loc", "scale"], distribution_class=TanhNormal,
-        return_log_prob=False)
 
 
 def _plain_iql(actor, q1, q2, vnet, opt, gamma=0.99, tau=0.005, expectile=0.7, beta=3.0):
