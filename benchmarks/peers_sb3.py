@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +34,10 @@ from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
 WINDOW = 20  # episodes in the running mean, as in our examples
+# SB3 gives every model's logger a folder, by default a new tempdir/SB3-<time> that nothing
+# removes; every run of this process shares one, deleted at exit
+_LOGDIR = tempfile.TemporaryDirectory(prefix="sb3-logs-")
+os.environ.setdefault("SB3_LOGDIR", _LOGDIR.name)
 
 
 class EpisodeLog(BaseCallback):
