@@ -15,7 +15,8 @@ deterministic actor for TD3+BC and BC); ``IQLLoss`` (with a ``ValueOperator`` fo
 ``--eval-every`` gradient steps the actor plays ``--eval-episodes`` deterministic episodes
 in the real env (``rl_trainers.evaluate``). IQL trains on rewards scaled as its paper does for
 the locomotion sets (``--reward-scale auto``: times 1000 over the spread of the dataset's
-episode returns); the other losses on the dataset's rewards. Each gradient step is one
+episode returns) and decays its actor's learning rate to 0 on a cosine (its paper's code);
+the other losses train on the dataset's rewards. Each gradient step is one
 ``rl_objectives.make_update_step`` (eager: it times loss, backward and optimiser apart;
 ``--compile`` / ``--cudagraphs``: one compiled graph); ``--video`` records one
 deterministic episode at the end to the logger. One "frame" here is one gradient step, so
@@ -63,13 +64,26 @@ class Config:
         loss: ``iql``, ``cql``, ``td3bc`` or ``bc``.
         total_frames: gradient steps.
         batch_size: transitions per gradient step.
-        lr: Adam learning rate of every network.
+        lr: Adam learning rate of every network (of the critics and value network when
+            ``actor_lr`` is set).
+        actor_lr: Adam learning rate of the actor (0: ``lr``); CQL's warm start
+            (``bc_steps``) trains it at ``lr``, the steps after it at ``actor_lr``.
+        actor_lr_decay: ``cosine`` decays the actor's learning rate to 0 over the run
+            (``lr_t = lr (1 + cos(pi t / total_frames)) / 2``), ``none`` keeps it; ``auto``
+            is ``cosine`` for ``--loss iql`` (its paper's schedule) and ``none`` for the
+            other losses.
         gamma: discount.
         tau: Polyak weight of the target critics.
         hidden: width of the two hidden layers of every network.
         expectile: IQL's ``tau``.
         temperature: IQL's inverse temperature ``beta``.
         cql_weight: CQL's ``min_q_weight``.
+        bc_steps: CQL's behaviour-cloning warm start: for its first ``bc_steps`` gradient
+            steps the actor trains on ``loss_actor_bc`` (``alpha log pi(a~|s) -
+            log pi(a|s)``) in place of ``loss_actor``, the critics on their usual terms (as
+            the CQL paper's code, RLlib's and TorchRL's CQL scripts do; 0, the default: none,
+            as CORL's; on the medium set a 3k-5k-step warm start did not keep CQL from
+            collapsing once its own actor loss took over, see the offline page).
         td3bc_alpha: TD3+BC's ``alpha``.
         reward_scale: what the sampled rewards are multiplied by: ``auto`` is IQL's
             locomotion scaling for ``--loss iql`` (``1000 / (max - min)`` of the dataset's
@@ -99,12 +113,15 @@ class Config:
     total_frames: int = 100_000
     batch_size: int = 256
     lr: float = 3e-4
+    actor_lr: float = 0.0
+    actor_lr_decay: str = "auto"
     gamma: float = 0.99
     tau: float = 0.005
     hidden: int = 256
     expectile: float = 0.7
     temperature: float = 3.0
     cql_weight: float = 5.0
+    bc_steps: int = 0
     td3bc_alpha: float = 2.5
     reward_scale: str = "auto"
     eval_every: int = 5_000
@@ -149,9 +166,9 @@ def load_dataset(cfg: Config) -> MinariExperienceReplay:
 def episode_returns(buffer: MinariExperienceReplay) -> torch.Tensor:
     """The return of each complete episode of the dataset (its transitions up to a done;
     episodes are stored one after the other), float64."""
-    data = buffer[: len(buffer)]
-    reward = data["next", "reward"].reshape(-1).double()
-    ends = data["next", "done"].reshape(-1).nonzero().reshape(-1)
+    n = len(buffer)  # the stored leaves themselves, not a copy of every key
+    reward = buffer.storage.leaf(("next", "reward"))[:n].reshape(-1).double()
+    ends = buffer.storage.leaf(("next", "done"))[:n].reshape(-1).nonzero().reshape(-1)
     total = torch.cat([reward.new_zeros(1), reward.cumsum(0)])
     starts = torch.cat([ends.new_zeros(1), ends[:-1] + 1])
     return total[ends + 1] - total[starts]
@@ -205,8 +222,56 @@ def make_loss(cfg: Config, env):
 
 
 CQL_TERMS = ("loss_actor", "loss_qvalue", "loss_cql", "loss_alpha", "loss_alpha_prime")
-"""CQL's terms trained here: every ``loss_*`` but ``loss_actor_bc`` (TorchRL's script
-trains on that one in place of ``loss_actor`` for its first steps; this example does not)."""
+"""CQL's terms trained after the warm start: every ``loss_*`` but ``loss_actor_bc``."""
+CQL_WARM_TERMS = ("loss_actor_bc", *CQL_TERMS[1:])
+"""CQL's terms of its first ``--bc-steps`` steps: behaviour cloning in place of ``loss_actor``."""
+DECAYS = ("auto", "cosine", "none")
+
+
+def make_optimizer(cfg: Config, loss_fn: nn.Module, actor: nn.Module) -> torch.optim.Adam:
+    """Adam over the loss's trained parameters: group 0 the critics (and IQL's value
+    network) at ``--lr``, group 1 the actor at ``--actor-lr`` (``--lr`` when 0). With
+    ``--compile`` / ``--cudagraphs`` the learning rates are tensors, so decaying the
+    actor's changes it in place and recompiles nothing (on CUDA the Adam is then
+    ``capturable``, which a tensor learning rate needs there)."""
+    if cfg.actor_lr_decay not in DECAYS:
+        raise ValueError(f"--actor-lr-decay: expected one of {DECAYS}, "
+                         f"got {cfg.actor_lr_decay!r}")
+    if not cfg.actor_lr >= 0:
+        raise ValueError(f"--actor-lr: expected a number >= 0 (0: --lr), got {cfg.actor_lr!r}")
+    actor_ptrs = {p.data_ptr() for p in actor.parameters()}
+    params = [p for p in loss_fn.parameters() if p.requires_grad]
+    graph = cfg.compile or cfg.cudagraphs
+    cuda = torch.device(cfg.device).type == "cuda"
+
+    def rate(value: float):
+        return torch.tensor(value, device=cfg.device) if graph else value
+
+    groups = [{"params": [p for p in params if p.data_ptr() not in actor_ptrs],
+               "lr": rate(cfg.lr)},
+              {"params": [p for p in params if p.data_ptr() in actor_ptrs],
+               "lr": rate(actor_lr_at(cfg, 0))}]
+    return torch.optim.Adam([g for g in groups if g["params"]], lr=rate(cfg.lr),
+                            capturable=graph and cuda)
+
+
+def actor_lr_at(cfg: Config, step: int) -> float:
+    """The actor's learning rate after ``step`` gradient steps: ``--lr`` during CQL's warm
+    start, then ``--actor-lr`` (``--lr`` when 0), decayed by ``--actor-lr-decay``."""
+    if cfg.loss == "cql" and step < cfg.bc_steps:
+        return cfg.lr
+    lr, decay = cfg.actor_lr or cfg.lr, cfg.actor_lr_decay
+    if decay == "none" or (decay == "auto" and cfg.loss != "iql"):
+        return lr
+    return lr * 0.5 * (1.0 + math.cos(math.pi * step / cfg.total_frames))
+
+
+def set_lr(group: dict, lr: float) -> None:
+    """A tensor learning rate (compiled steps) changes in place, so nothing recompiles."""
+    if torch.is_tensor(group["lr"]):
+        group["lr"].fill_(lr)
+    else:
+        group["lr"] = lr
 
 
 class BCLoss(nn.Module):
@@ -234,14 +299,19 @@ def main(cfg: Config) -> dict:
     high = env.action_spec.space.high.reshape(-1, n_act)[0].to(cfg.device)
     margin = 1e-4 * (high - low)  # TanhNormal's log-prob is infinite at the bounds
     loss_fn, actor, target_updater = make_loss(cfg, env)
-    optim = torch.optim.Adam([p for p in loss_fn.parameters() if p.requires_grad], lr=cfg.lr)
+    optim = make_optimizer(cfg, loss_fn, actor)
     logger = experiment_logger(cfg.logger, cfg.logdir, cfg, video=cfg.video,
                                model_name=cfg.loss)
     timing = RunReport(f"{cfg.loss.upper()} offline {cfg.dataset_id}",
                        profile=cfg.profile or None)
-    update = make_update_step(loss_fn, optim, target_updater=target_updater,
-                              compile=cfg.compile, cudagraphs=cfg.cudagraphs, timing=timing,
-                              loss_keys=CQL_TERMS if cfg.loss == "cql" else None)
+
+    def update_step(loss_keys):
+        return make_update_step(loss_fn, optim, target_updater=target_updater,
+                                compile=cfg.compile, cudagraphs=cfg.cudagraphs, timing=timing,
+                                loss_keys=loss_keys)
+
+    update = update_step(CQL_TERMS if cfg.loss == "cql" else None)
+    warm = update_step(CQL_WARM_TERMS) if cfg.loss == "cql" and cfg.bc_steps > 0 else None
     evals, losses, steady, start = [], None, None, time.perf_counter()
     for step in range(1, cfg.total_frames + 1):
         with timing.add_time("replay"):
@@ -250,7 +320,9 @@ def main(cfg: Config) -> dict:
                 batch["next", "reward"] = batch["next", "reward"] * scale
             batch["action"] = torch.maximum(torch.minimum(batch["action"], high - margin),
                                             low + margin)
-        losses = run_update(update, batch, timing)
+        losses = run_update(warm if warm is not None and step <= cfg.bc_steps else update,
+                            batch, timing)
+        set_lr(optim.param_groups[-1], actor_lr_at(cfg, step))
         timing.step(1)
         if steady is None and (update.timing is not None or update.compile_seconds > 0):
             steady = (step, time.perf_counter())  # after the step that compiled (if any)
@@ -264,7 +336,8 @@ def main(cfg: Config) -> dict:
     print(timing.report())
     env.close()
     fps_steady = steady_fps(steady, cfg.total_frames)
-    print(f"update step: {update.compile_seconds:.1f} s compiling; steady state: "
+    compile_seconds = update.compile_seconds + (warm.compile_seconds if warm else 0.0)
+    print(f"update step: {compile_seconds:.1f} s compiling; steady state: "
           f"{fps_steady} gradient steps/s")
     if cfg.video:  # one deterministic episode, rendered, to the logger (rl_trainers)
         with make_env(dataclasses.replace(cfg, num_envs=1), render_mode="rgb_array") as venv:
@@ -278,7 +351,7 @@ def main(cfg: Config) -> dict:
         "behaviour_return": buffer.metadata.get("behaviour_return"),
         "reward_scale": scale,
         "evaluations": [[s, round(r, 2)] for s, r in evals], "seed": cfg.seed,
-        "compile_seconds": round(update.compile_seconds, 2), "steady_fps": fps_steady,
+        "compile_seconds": round(compile_seconds, 2), "steady_fps": fps_steady,
     }
 
 

@@ -29,7 +29,8 @@ def test_every_loss_trains_from_a_recorded_dataset(tmp_path, monkeypatch) -> Non
                 "--record-frames", "400", "--minari-root", "minari", "--copies-root", "copies",
                 "--total-frames", "20", "--eval-every", "10", "--eval-episodes", "1",
                 "--hidden", "32", "--batch-size", "32", "--loss", loss,
-                *(["--logger", "csv", "--logdir", "runs", "--video"] if loss == "bc" else [])])
+                *(["--logger", "csv", "--logdir", "runs", "--video"] if loss == "bc" else []),
+                *(["--bc-steps", "10", "--actor-lr", "1e-4"] if loss == "cql" else [])])
             ns = runpy.run_path(str(EXAMPLES / "iql_offline.py"), run_name="example_under_test")
             results[loss] = ns["main"](ns["parse_args"](ns["Config"], ns["__doc__"]))
     finally:
@@ -83,3 +84,36 @@ def test_iql_scales_rewards_by_the_spread_of_the_episode_returns(tmp_path, monke
     assert auto["reward_scale"] == pytest.approx(1000.0 / (max(returns) - min(returns)),
                                                  rel=1e-5)
     assert other["reward_scale"] == 1.0 and given["reward_scale"] == 0.5
+
+
+def test_actor_learning_rate_schedule_and_groups(monkeypatch) -> None:
+    """The actor's Adam group holds the actor's parameters alone; CQL's warm start trains it
+    at ``--lr``, the steps after at ``--actor-lr``; IQL's ``auto`` decay is the cosine to 0."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    ns = runpy.run_path(str(EXAMPLES / "iql_offline.py"), run_name="example_under_test")
+    config, lr_at = ns["Config"], ns["actor_lr_at"]
+    cql = config(loss="cql", lr=3e-4, actor_lr=3e-5, bc_steps=10, total_frames=100)
+    assert [lr_at(cql, s) for s in (0, 9, 10, 99)] == [3e-4, 3e-4, 3e-5, 3e-5]
+    iql = config(loss="iql", lr=3e-4, total_frames=100)
+    assert lr_at(iql, 0) == pytest.approx(3e-4) and lr_at(iql, 50) == pytest.approx(1.5e-4)
+    assert lr_at(iql, 100) == pytest.approx(0.0, abs=1e-12)
+    flat = config(loss="iql", lr=3e-4, actor_lr_decay="none", total_frames=100)
+    assert lr_at(flat, 50) == 3e-4
+    assert lr_at(config(loss="td3bc", lr=1e-3), 7) == 1e-3  # auto: no decay but IQL's
+
+    from sac_pendulum import make_env
+
+    env = make_env(config(env_id="Pendulum-v1"))
+    try:
+        cfg = config(env_id="Pendulum-v1", loss="cql", hidden=8, lr=3e-4, actor_lr=3e-5,
+                     bc_steps=10)
+        loss_fn, actor, _ = ns["make_loss"](cfg, env)
+        critics, actor_group = ns["make_optimizer"](cfg, loss_fn, actor).param_groups
+        ptrs = {p.data_ptr() for p in actor.parameters()}
+        assert {p.data_ptr() for p in actor_group["params"]} == ptrs
+        assert not ptrs & {p.data_ptr() for p in critics["params"]}
+        assert critics["lr"] == 3e-4 and actor_group["lr"] == 3e-4  # the warm start's
+        with pytest.raises(ValueError, match=r"--actor-lr-decay: expected one of"):
+            ns["make_optimizer"](config(actor_lr_decay="linear"), loss_fn, actor)
+    finally:
+        env.close()
