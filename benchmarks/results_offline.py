@@ -12,7 +12,8 @@ Each run is ``python examples/iql_offline.py --loss L --total-frames N --eval-ev
 results page's runner: the load sampled while it goes, the logged series kept). ``N`` is
 the loss's budget (``BUDGETS``): the issue's 100k gradient steps, or the number that fits
 about an hour of this 2-core machine (CQL: its penalty evaluates the critics on 60 sampled
-actions per state, ~10x IQL's step). The example's last line gives the final evaluation
+actions per state, ~10x IQL's step, at the floor of its matrix products:
+``bench_cql_floor.py``). The example's last line gives the final evaluation
 (10 deterministic episodes, ``mean_return``) and the dataset's ``behaviour_return``
 (``make_offline_dataset.py``'s deterministic evaluation of the policy that recorded it).
 
@@ -50,7 +51,7 @@ EXAMPLE = "iql_offline"
 EXAMPLES_DIR = ROOT / "examples"
 
 # loss -> gradient steps (the issue's 100k, or what fits about an hour a run here)
-BUDGETS = {"iql": 100_000, "td3bc": 100_000, "cql": 15_000, "bc": 100_000}
+BUDGETS = {"iql": 100_000, "td3bc": 100_000, "cql": 30_000, "bc": 100_000}
 # loss -> target as a multiple of the behaviour return (BC has none: the reference row)
 TARGETS = {"iql": 1.1, "td3bc": 1.1, "cql": 1.0, "bc": None}
 NAMES = {"iql": "IQL", "td3bc": "TD3+BC", "cql": "CQL", "bc": "BC (behaviour cloning)"}
@@ -149,7 +150,8 @@ def offline_section(path: Path = RUNS) -> list[str]:
         "deterministic episodes in the real env after the last gradient step; *behaviour "
         "return* is the recording policy's own deterministic evaluation (the dataset's "
         "metadata); cells read `median [min, max]` over the seeds. CQL's budget is the "
-        "number of steps that fits about an hour a run here (its step is ~10x IQL's), the "
+        "number of steps that fits about an hour a run here (its step is ~10x IQL's and "
+        "runs at the floor of its matrix products: `benchmarks/bench_cql_floor.py`), the "
         "others run the issue's 100k. *Final, normalised* is the final evaluation as a "
         "D4RL-normalised score (100 (R - random) / (expert - random), D4RL's HalfCheetah "
         "references -280.2 and 12,135.0), the unit of the paper's column, which is "

@@ -56,6 +56,8 @@ OURS = (
 STANDALONE = {
     "compile_runs": "whole training runs, eager against --compile, in fresh processes (hours "
     "at the examples' budgets); writes results/compile_runs.json",
+    "cql_floor": "one CQL gradient step at HalfCheetah's sizes against the floor of its "
+    "matrix products (a minute); prints one JSON object, --out writes it",
     "crossq": "one CrossQ gradient step at sb3-contrib's sizes, ours and plain torch, two "
     "critic widths (minutes); writes results/crossq_step.json",
     "finite_check": "ppo_cartpole runs with and without the NaN guard, in fresh processes; "
