@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> dict:
         "rounds_us": [round(s) for s in steps],
         "load_start": round(load_start, 2), "load_end": round(os.getloadavg()[0], 2),
         "clock": "process_time, one torch thread",
+        "time": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     print(json.dumps(row))
     if args.out:

@@ -47,6 +47,7 @@ from results_render import LOADED, spread  # noqa: E402
 from results_runs import LOAD_POLL, run_many  # noqa: E402
 
 RUNS = ROOT / "benchmarks" / "results" / "offline_runs.json"
+CQL_STEP = ROOT / "benchmarks" / "results" / "cql_step.json"  # bench_cql_floor.py --out
 EXAMPLE = "iql_offline"
 EXAMPLES_DIR = ROOT / "examples"
 
@@ -132,7 +133,24 @@ def offline_rows(records: list[dict]) -> list[str]:
     return lines
 
 
-def offline_section(path: Path = RUNS) -> list[str]:
+def cql_budget_line(path: Path = CQL_STEP) -> list[str]:
+    """What sets CQL's budget, from ``bench_cql_floor.py``'s figures (none without them)."""
+    if not path.exists():
+        return []
+    m = json.loads(path.read_text())
+    return [
+        f"CQL's budget, {BUDGETS['cql']:,} steps: one gradient step took "
+        f"{m['step_us'] / 1e3:,.0f} ms of CPU time here against {m['floor_gemms_us'] / 1e3:,.0f} "
+        f"ms for the matrix products it cannot avoid, timed alone ({m['step/floor']:g}x; "
+        f"`benchmarks/bench_cql_floor.py`, {m['time']}, 1-minute load {m['load_start']:g} to "
+        f"{m['load_end']:g}): about {m['steps_an_hour']:,} steps an hour, and the issue's 100k "
+        f"would take {m['hours_for_100k_steps']:g} hours a run. Why CQL stays below its target "
+        "at this budget: [Offline RL](offline.md).",
+        "",
+    ]
+
+
+def offline_section(path: Path = RUNS, step_path: Path = CQL_STEP) -> list[str]:
     """The results page's "Offline RL" section, from the kept records (none without them)."""
     records = load_runs(path)
     if not records:
@@ -165,6 +183,7 @@ def offline_section(path: Path = RUNS) -> list[str]:
         "",
         *offline_rows(records),
         "",
+        *cql_budget_line(step_path),
     ]
 
 

@@ -87,6 +87,23 @@ def test_the_page_rows_compare_each_loss_with_the_behaviour_return(offline) -> N
     assert "`fake/medium-v0` (1,000 transitions)" in text
 
 
+def test_the_section_says_what_sets_cqls_budget(offline, tmp_path: Path) -> None:
+    module, examples, out = offline
+    assert _main(module, examples, out, "cql", "--seeds", "1") == 0
+    step = tmp_path / "cql_step.json"
+    assert not any(x.startswith("CQL's budget,") for x in module.offline_section(out, step))
+    step.write_text(json.dumps({
+        "step_us": 105400, "floor_gemms_us": 104900, "step/floor": 1.0, "steps_an_hour": 34155,
+        "hours_for_100k_steps": 2.93, "load_start": 0.4, "load_end": 0.6,
+        "time": "2026-11-28 14:20 UTC"}))
+    line = next(x for x in module.offline_section(out, step) if x.startswith("CQL's budget"))
+    assert line.startswith("CQL's budget, 30,000 steps: one gradient step took 105 ms of CPU "
+                           "time here against 105 ms for the matrix products")
+    assert "(1x; `benchmarks/bench_cql_floor.py`, 2026-11-28 14:20 UTC, 1-minute load 0.4 to " \
+           "0.6)" in line
+    assert "about 34,155 steps an hour, and the issue's 100k would take 2.93 hours" in line
+
+
 def test_a_record_of_other_code_is_dropped(offline, capsys) -> None:
     module, examples, out = offline
     assert _main(module, examples, out, "bc", "--seeds", "1") == 0
