@@ -1,26 +1,27 @@
-"""CQL's gradient step on the CPU against the floor of its matrix products: the steps an
-hour buys here.
+"""CQL's gradient step on the CPU against the floor of its matrix products: the steps an hour
+buys here.
 
     uv run python benchmarks/bench_cql_floor.py [--rounds 5] [--calls 10] [--batch 256]
 
 What ``examples/iql_offline.py --loss cql`` runs per step at HalfCheetah's sizes (17 -> 6,
 batch 256, 256x256 actor and two critics, ``num_random`` K = 10): its ``make_loss`` and
-``make_optimizer`` and ``make_update_step`` over the CQL terms (loss, backward, Adam,
-target lerp), on fresh random batches shaped as the dataset's. The floor is the GEMMs the
-step cannot avoid, timed alone (``bench_update.floor_us``): every critic forward (each of
-the two critics on the data action, on the next state's action for the target, on K
-uniform, K current-policy and K next-policy actions per state for the conservative term,
-and on the actor's action), the actor on the state and on the next state, and in the
-backward the weight and input gradients of the critics on the rows that train them, the
-input gradients through the frozen critics to the actor's action, and the actor's own.
-CQL's conservative term alone puts ``3 K + 1`` rows per sample through each critic with a
-gradient: the step is matrix products, and the floor says how close to them it runs.
+``make_optimizer`` and ``make_update_step`` over the CQL terms (loss, backward, Adam, target
+lerp), on fresh random batches shaped as the dataset's (``update_rows``' SAC-shaped batch,
+the GPU rows' too). The floor is the GEMMs the step cannot avoid, timed alone
+(``bench_update.floor_us``): every critic forward (each of the two critics on the data
+action, on the next state's action for the target, on K uniform, K current-policy and K
+next-policy actions per state for the conservative term, and on the actor's action), the
+actor on the state and on the next state, and in the backward the weight and input gradients
+of the critics on the rows that train them, the input gradients through the frozen critics
+to the actor's action, and the actor's own. CQL's conservative term alone puts ``3 K + 1``
+rows per sample through each critic with a gradient: the step is matrix products, and the
+floor says how close to them it runs.
 
-Printed as one JSON line (also to ``--out``): microseconds a step (median over rounds),
-the floor, their ratio, the 1-minute load at the start and the end, and what they give:
-gradient steps an hour (``3600 / step``; the evaluations the example runs come on top) and
-hours for the issue's 100k steps. Process CPU time (``time.process_time``, one torch
-thread): on a shared machine other processes do not add to it.
+Printed as one JSON line (also to ``--out``): microseconds a step (median over rounds), the
+floor, their ratio, the 1-minute load at the start and the end, and what they give: gradient
+steps an hour (``3600 / step``; the evaluations the example runs come on top) and hours for
+the issue's 100k steps. Process CPU time (``time.process_time``, one torch thread): on a
+shared machine other processes do not add to it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
 from bench_update import floor_us  # noqa: E402
 from iql_offline import CQL_TERMS, Config, make_env, make_loss, make_optimizer  # noqa: E402
 from rl_objectives import make_update_step  # noqa: E402
-from tensordict import TensorDict  # noqa: E402
+from update_rows import _sac_batch  # noqa: E402
 
 OBS, ACT, HIDDEN = 17, 6, 256  # HalfCheetah-v5's sizes, the example's width
 
@@ -71,18 +72,6 @@ def cql_gemms(batch: int, k: int, hidden: int = HIDDEN) -> list[tuple[int, int, 
     return out
 
 
-def make_batch(batch: int) -> TensorDict:
-    """A fresh batch shaped as the dataset's (actions inside the bounds, as the example
-    clips them)."""
-    return TensorDict({
-        "observation": torch.randn(batch, OBS),
-        "action": torch.rand(batch, ACT) * 1.998 - 0.999,
-        "next": {"observation": torch.randn(batch, OBS), "reward": torch.randn(batch, 1),
-                 "done": torch.zeros(batch, 1, dtype=torch.bool),
-                 "terminated": torch.zeros(batch, 1, dtype=torch.bool)},
-    }, [batch])
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -104,10 +93,10 @@ def main(argv: list[str] | None = None) -> dict:
     optim = make_optimizer(cfg, loss_fn, actor)
     update = make_update_step(loss_fn, optim, target_updater=updater, loss_keys=CQL_TERMS)
     for _ in range(3):
-        update(make_batch(args.batch))
+        update(_sac_batch(args.batch, "cpu", OBS, ACT))
     steps = []
     for _ in range(args.rounds):
-        batches = [make_batch(args.batch) for _ in range(args.calls)]
+        batches = [_sac_batch(args.batch, "cpu", OBS, ACT) for _ in range(args.calls)]
         t = time.process_time()
         for b in batches:
             update(b)
