@@ -132,6 +132,8 @@ _TD3_DIFFS = [
     "noise 0.2 clipped to 0.5; the same in our `td3_mujoco.py` (its `Config` defaults).",
     "Network sizes: RL-Zoo's `net_arch` is [400, 300]; both sides run {hidden}x{hidden} ReLU "
     "here (our example has one width for both layers).",
+    "Our Adam is fused (one kernel over every parameter); SB3's is torch's default "
+    "per-tensor loop.",
     "SB3 steps its env in a Python loop (`DummyVecEnv`), ours in gymnasium's vector env.",
 ]
 _CROSSQ_DIFFS = [
