@@ -258,17 +258,21 @@ def _nan_env(what: str, at: int = 7, bad: int = 2) -> GymWrapper:
     return env
 
 
+# one step a batch: a slab's batch, checked through its numpy views (RolloutWriter.arrays)
+@pytest.mark.parametrize(("frames", "step", "before"), [(12, 2, 1), (3, 0, 6)],
+                         ids=["four-steps", "one-step"])
 @pytest.mark.parametrize(("what", "key"), [("obs", "observation"), ("reward", "reward")])
-def test_a_nan_emitting_env_is_stopped_by_the_collector_naming_key_env_and_step(what, key):
+def test_a_nan_emitting_env_is_stopped_by_the_collector_naming_key_env_and_step(
+        what, key, frames, step, before):
     stored = []
-    collector = Collector(_nan_env(what), frames_per_batch=12, total_frames=60,
+    collector = Collector(_nan_env(what), frames_per_batch=frames, total_frames=60,
                           check_finite=True, post_collect_hook=stored.append)
     try:
         with pytest.raises(NonFiniteError, match=rf"'next', '{key}'\) is not finite at sub-env "
-                           r"2, step 2 of this batch \(frame 18 of the run\)"):
+                           rf"2, step {step} of this batch \(frame 18 of the run\)"):
             for _ in collector:
                 pass
-        assert len(stored) == 1  # the batch before it was delivered; the NaN batch was not
+        assert len(stored) == before  # the batches before it were delivered, not the NaN one
     finally:
         collector.shutdown()
     unchecked = Collector(_nan_env(what), frames_per_batch=12, total_frames=24)  # off: silent

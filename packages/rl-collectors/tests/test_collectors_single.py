@@ -129,6 +129,23 @@ def test_traj_counter_numpy_and_torch_paths_agree() -> None:
         assert torch.equal(cpu.pending, other.pending)
 
 
+def test_traj_counter_one_step_path_agrees_with_torchs() -> None:
+    # one-step batches (an off-policy loop's) take their own numpy path: same ids and state
+    gen = torch.Generator().manual_seed(1)
+    for rows, stride in ((1, 1), (4, 3)):
+        cpu, other = TrajCounter(rows, stride=stride), TrajCounter(rows, stride=stride)
+        for i in range(200):
+            done, new_start = torch.rand(rows, 1, generator=gen) < 0.3, i % 37 == 5
+            ref = other._assign_torch(done, new_start) * stride
+            assert torch.equal(cpu.assign(done, new_start=new_start), ref)
+            assert cpu.next_local == other.next_local
+            assert torch.equal(cpu.current, other.current)
+            assert torch.equal(cpu.pending, other.pending)
+        cpu.load_state_dict(TrajCounter(rows, stride=stride).state_dict())  # tensors replaced
+        assert torch.equal(cpu.assign(torch.zeros(rows, 1, dtype=torch.bool)),
+                           torch.arange(rows)[:, None] * stride)
+
+
 def test_split_trajectories_mask() -> None:
     collector = Collector(make_env(2), frames_per_batch=200, total_frames=200, split_trajs=True)
     out = next(iter(collector))

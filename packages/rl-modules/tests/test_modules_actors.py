@@ -404,3 +404,23 @@ def test_get_dist_matches_tensordicts_generic_path() -> None:
     dist = actor.get_dist(td, out)
     ref = torch.distributions.Categorical(logits=out["logits"])
     assert torch.equal(dist.logits, ref.logits) and "logits" not in td
+
+
+def test_a_plain_safe_module_runs_its_network_directly_with_the_same_result():
+    # SafeModule's forward skips tensordict's dispatch when the call is plain; a hook sends
+    # it through tensordict's forward: both give the same values, gradients and guard
+    torch.manual_seed(0)
+    spec = Bounded(-1.0, 1.0, shape=(2,))
+    direct = SafeModule(nn.Linear(3, 2), ["observation"], ["action"], spec=spec, safe=True)
+    generic = SafeModule(nn.Linear(3, 2), ["observation"], ["action"], spec=spec, safe=True)
+    generic.load_state_dict(direct.state_dict())
+    generic.register_forward_pre_hook(lambda module, args: None)
+    obs = 10 * torch.randn(4, 3)
+    outs = []
+    for module in (direct, generic):
+        td = TensorDict(observation=obs, batch_size=[4])
+        assert module(td) is td
+        td["action"].sum().backward()
+        outs.append((td["action"], module.weight.grad))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    assert bool((outs[0][0].abs() <= 1).all())  # projected into the spec either way

@@ -245,8 +245,8 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         else:
             ids.copy_(self._traj.assign(done, new_start=new_start).reshape(view.batch_size))
         view.get(POLICY_VERSION).fill_(self.policy_version)
-        if self._finite is not None:
-            self._finite(view, self.frames)
+        if self._finite is not None:  # a whole slab batch: its numpy views, made already
+            self._finite(view, self.frames, self._writer.arrays() if view is self.buffer else None)
         self.frames += view.numel()
         self.iterations += 1
         return view

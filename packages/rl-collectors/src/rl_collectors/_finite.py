@@ -41,13 +41,18 @@ class FiniteCheck:
             + [(_NEXT, *_unravel(k)) for k in floats + rewards]
         )
 
-    def __call__(self, batch: Any, frames_before: int) -> None:
+    def __call__(self, batch: Any, frames_before: int, arrays: dict | None = None) -> None:
         """Raise :class:`~rl_envs.NonFiniteError` naming the first NaN/inf, if any.
 
         Args:
             batch: a ``[*B, T]`` batch (time last).
             frames_before: frames collected before this batch (for the step named).
+            arrays: the batch's leaves as numpy arrays by tuple key, any layout
+                (``RolloutWriter.arrays``), when the caller has them: read instead of the
+                tensors (no ``Tensor.numpy()`` call a leaf); the tensors name a bad value.
         """
+        if arrays is not None and _arrays_finite([arrays[k] for k in self.keys if k in arrays]):
+            return
         leaves = [(key, x) for key in self.keys if (x := batch.get(key, None)) is not None]
         if not leaves or _all_finite([x for _, x in leaves]):
             return
@@ -81,6 +86,12 @@ def _all_finite(leaves: list[torch.Tensor]) -> bool:
     if all(x.device.type == "cpu" and x.dtype in _NUMPY_FLOATS for x in leaves):
         return all(np.isfinite(x.detach().numpy()).all() for x in leaves)
     return bool(torch.stack([torch.isfinite(x).all() for x in leaves]).all())
+
+
+def _arrays_finite(arrays: list[np.ndarray]) -> bool:
+    """Whether every element of every (float) array is finite: ``False`` sends the caller
+    to the tensors, which find and name the bad element."""
+    return all(x.dtype.kind != "f" or np.isfinite(x).all() for x in arrays)
 
 
 def _leaves(spec: Any) -> list[tuple[Any, Any]]:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from rl_envs._direct import unrolled
 from tensordict import TensorDictBase
 from tensordict.nn import (
     InteractionType,
@@ -89,10 +90,14 @@ def policy_forward(policy: Any, options: Any, policy_device: torch.device,
     """The callable the rollout runs: ``policy``, compiled and/or CUDA-graphed per ``options``.
 
     ``policy`` itself stays eager (weights, ``state_dict`` and the probe use it); the
-    wrappers share its parameters, so in-place weight updates reach them. ``out_keys``
-    are the keys the policy writes (:func:`find_outputs`).
+    wrappers share its parameters, so in-place weight updates reach them. Eager, a policy
+    built of nested ``TensorDictSequential`` modules is called member by member
+    (``rl_envs._direct.unrolled``: the same calls without the sequences' dispatch).
+    ``out_keys`` are the keys the policy writes (:func:`find_outputs`).
     """
     forward = policy
+    if not options.compile_policy and not options.cudagraph_policy:
+        forward = unrolled(policy)  # nested TensorDictSequentials: their members, in order
     if options.compile_policy and isinstance(policy, torch.nn.Module):
         kwargs = options.compile_policy if isinstance(options.compile_policy, dict) else {}
         forward = torch.compile(forward, **kwargs)

@@ -46,6 +46,7 @@ class TrajCounter:
         self.next_local = 0
         self.current = torch.zeros(num_rows, dtype=torch.int64)
         self.pending = torch.ones(num_rows, dtype=torch.bool)  # first step starts a trajectory
+        self._np_state: tuple | None = None  # (current, pending, their numpy views)
 
     def assign(self, done: torch.Tensor, *, new_start: bool = False,
                out: np.ndarray | None = None) -> torch.Tensor | None:
@@ -73,8 +74,25 @@ class TrajCounter:
         out[...] = local.reshape(out.shape)
         return None
 
+    def _state_np(self) -> tuple[np.ndarray, np.ndarray]:
+        """``current`` and ``pending`` as numpy views (updated in place), made again only
+        when the tensors were replaced (``load_state_dict``, a device batch)."""
+        cached = self._np_state
+        if cached is None or cached[0] is not self.current or cached[1] is not self.pending:
+            cached = self._np_state = (self.current, self.pending, self.current.numpy(),
+                                       self.pending.numpy())
+        return cached[2], cached[3]
+
     def _assign_np(self, done: np.ndarray, new_start: bool) -> np.ndarray:
-        current, pending = self.current.numpy(), self.pending.numpy()  # updated in place
+        current, pending = self._state_np()
+        if done.shape[1] == 1:  # one step (an off-policy loop's batch): no cumsum over time
+            starts = pending | new_start
+            per_row = starts.astype(np.int64)
+            local = np.where(starts, self.next_local + per_row.cumsum() - 1, current)[:, None]
+            self.next_local += int(per_row.sum())
+            current[:] = local[:, 0]
+            pending[:] = done[:, 0]
+            return local
         starts = np.empty(done.shape, dtype=np.int64)
         starts[:, 0] = pending | new_start
         starts[:, 1:] = done[:, :-1]

@@ -13,6 +13,13 @@ from typing import Any
 
 import torch
 from rl_envs import Bounded, Composite
+from rl_envs._direct import (
+    build_dist,
+    call_plain,
+    is_plain,
+    plain_sequence_member,
+    write_outputs,
+)
 from rl_profiling import profiled
 from tensordict import TensorDictBase
 from tensordict.nn import (
@@ -26,13 +33,6 @@ from tensordict.nn import (
     set_interaction_type,
 )
 
-from rl_modules._direct import (
-    build_dist,
-    call_plain,
-    is_plain,
-    plain_sequence_member,
-    write_outputs,
-)
 from rl_modules._distributions_continuous import IndependentNormal, TanhNormal, TruncatedNormal
 from rl_modules._spec_guard import SpecGuard, event_spec
 
@@ -86,8 +86,22 @@ class SafeModule(TensorDictModule):
         return self._guard.specs
 
     def forward(self, tensordict: TensorDictBase, *args: Any, **kwargs: Any) -> TensorDictBase:
-        out = super().forward(tensordict, *args, **kwargs)
+        # A plain call (rl_envs._direct.is_plain: list in-keys, in place, no method,
+        # hooks or skip_existing) runs the network on its tensors, as tensordict's forward
+        # would, without its dispatch (about 15 us of an actor's call on a CPU).
+        outputs = None
+        if not args and not kwargs and isinstance(tensordict, TensorDictBase) and is_plain(
+                self, _SAFE_FORWARD):
+            outputs = call_plain(self, tensordict)
+        if outputs is None:
+            out = super().forward(tensordict, *args, **kwargs)
+        else:
+            write_outputs(self, tensordict, outputs)
+            out = tensordict
         return self._guard(out) if self._guard.active else out
+
+
+_SAFE_FORWARD = SafeModule.forward
 
 
 class Actor(SafeModule):
@@ -304,7 +318,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
         module's default, and write into ``tensordict``), on a shorter path for the
         losses' call: one distribution module last, no ``tensordict_out``, no kwargs;
         and when the network is one plain ``TensorDictModule`` (no hooks, no method, in
-        place: ``rl_modules._direct.is_plain``), it is called on its tensors directly,
+        place: ``rl_envs._direct.is_plain``), it is called on its tensors directly,
         without tensordict's dispatch (same outputs, writes and gradients)."""
         prob = self._last_prob()
         det = self._det_part
@@ -339,7 +353,7 @@ class ProbabilisticActor(ProbabilisticTensorDictSequential):
     ) -> TensorDictBase:
         """What ``ProbabilisticTensorDictModule`` does under ``RANDOM`` for one sample:
         a (reparameterised where possible) draw, and its log-prob when asked. A plain
-        network (``rl_modules._direct.is_plain``) runs on its tensors directly and the
+        network (``rl_envs._direct.is_plain``) runs on its tensors directly and the
         distribution is built directly, as in :meth:`get_dist` (the same writes)."""
         for module in nets:
             outputs = call_plain(module, tensordict) if is_plain(module) else None

@@ -6,7 +6,7 @@ one key of the result. When the critic is a plain ``TensorDictModule`` (tensordi
 network called on the in-key tensors; :func:`plain_output` does only that (about 40 us
 less a call on a CPU, the select included) and gives the same tensor, so the same
 gradients. rl-modules' ``ProbabilisticActor.get_dist`` takes the same shortcut for the
-actor's network (``rl_modules._direct``; rl-objectives does not depend on rl-modules).
+actor's network (``rl_envs._direct``; rl-objectives depends on neither).
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def plain_network(module: Any) -> nn.Module | None:
     """``module.module`` when ``module(td)`` only reads its in-keys, calls that network on
     them and writes its out-keys: tensordict's own ``TensorDictModule.forward`` (not an
     override), no ``method`` or keyword in-keys, in place, no hooks, ``skip_existing`` off.
-    The check rl-modules makes for its actors (``rl_modules._direct.is_plain``), here for
+    The check rl-modules makes for its actors (``rl_envs._direct.is_plain``), here for
     the critics (rl-objectives does not import rl-modules). ``None`` otherwise.
 
     Examples:

@@ -79,7 +79,9 @@ class WriteTracker:
 
     def mark(self, flat_index: torch.Tensor) -> None:
         """Rows ``flat_index`` were written (one vectorised op, no host sync)."""
-        chunk = flat_index.reshape(-1).to(self.dirty.device)
+        chunk = flat_index if flat_index.dim() == 1 else flat_index.reshape(-1)
+        if chunk.device != self.dirty.device:
+            chunk = chunk.to(self.dirty.device)
         if self.rows_per_chunk > 1:
             chunk = torch.div(chunk, self.rows_per_chunk, rounding_mode="floor")
         self.dirty.index_fill_(0, chunk, 1)

@@ -299,10 +299,11 @@ class LazyTensorStorage(Storage):
         leaves = self._check(data)
         if self.rows(data) != len(index):
             raise StorageLayoutError(f"data: expected {len(index)} rows, got {self.rows(data)}")
-        index = index.to(self.device)
-        dim = self.ndim - 1
+        device, dim = self.device, self.ndim - 1
+        index = index if index.device == device else index.to(device)
+        # src.to(device) costs an op even when it returns src: only off the storage's device
         for dst, src in zip(self._leaves, leaves, strict=False):
-            dst.index_copy_(dim, index, src.to(self.device))
+            dst.index_copy_(dim, index, src if src.device == device else src.to(device))
         if self._tracker is not None:
             self._tracker.mark(self.flat_index(index))
 
