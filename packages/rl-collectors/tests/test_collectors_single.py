@@ -58,21 +58,30 @@ def test_layout_and_exact_total_frames() -> None:
     collector.shutdown()  # idempotent
 
 
-def test_one_frame_batches_are_each_the_callers() -> None:
+@pytest.mark.parametrize("envs", [1, 3])
+def test_one_frame_batches_are_each_the_callers(envs) -> None:
     # after the first batch, each new one is laid out from the last (RolloutWriter.renew):
-    # every batch handed out keeps what it held, with trajectory ids as one long batch's
+    # every batch handed out keeps what it held, with trajectory ids and policy versions
+    # as one long batch's (a slab's batch writes them through its numpy views)
     runs = []
-    for frames_per_batch in (1, 60):
-        env = make_env(1)
+    for steps in (1, 60):
+        env = make_env(envs)
         env.set_seed(0)
-        with Collector(env, greedy_policy((0.0, 1.0)), frames_per_batch=frames_per_batch,
-                       total_frames=60, check_finite=True) as collector:
+        with Collector(env, greedy_policy((0.0, 1.0)), frames_per_batch=steps * envs,
+                       total_frames=60 * envs, check_finite=True) as collector:
             runs.append(list(collector))
     batches, (one,) = runs
     joined = torch.cat(batches, dim=-1)
+    assert int(one["next", "done"].sum()) > envs  # trajectories end inside the batch
     for key in [("observation",), ("next", "observation"), ("next", "done"),
-                ("collector", "traj_ids")]:
+                ("collector", "policy_version")]:
         assert torch.equal(joined.get(key), one.get(key)), key
+    # the same trajectories; numbered in the order they start (one long batch: row by row)
+    pairs = set(zip(joined["collector", "traj_ids"].flatten().tolist(),
+                    one["collector", "traj_ids"].flatten().tolist(), strict=True))
+    assert len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs})
+    if envs == 1:
+        assert torch.equal(joined["collector", "traj_ids"], one["collector", "traj_ids"])
     assert len({b["observation"].data_ptr() for b in batches}) == 60
 
 

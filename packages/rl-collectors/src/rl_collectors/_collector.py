@@ -238,15 +238,22 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
             self._run(steps, self._random_actor if random else self._policy_actor)
         view = self.buffer[..., :steps] if steps < self.steps else self.buffer
         rows = self._traj.num_rows
-        done = view.get((NEXT, DONE)).reshape(rows, steps)
-        ids = view.get(TRAJ_IDS)
-        if ids.device.type == "cpu" and done.device.type == "cpu":  # written in place
-            self._traj.assign(done, new_start=new_start, out=ids.numpy())
+        # a whole slab batch: its numpy views (time first), made already; no torch op
+        arrays = self._writer.arrays() if view is self.buffer else None
+        if arrays is not None:
+            self._traj.assign(arrays[(NEXT, DONE)].reshape(steps, rows).T,
+                              new_start=new_start, out=arrays[TRAJ_IDS], time_first=True)
+            arrays[POLICY_VERSION].fill(self.policy_version)
         else:
-            ids.copy_(self._traj.assign(done, new_start=new_start).reshape(view.batch_size))
-        view.get(POLICY_VERSION).fill_(self.policy_version)
-        if self._finite is not None:  # a whole slab batch: its numpy views, made already
-            self._finite(view, self.frames, self._writer.arrays() if view is self.buffer else None)
+            done = view.get((NEXT, DONE)).reshape(rows, steps)
+            ids = view.get(TRAJ_IDS)
+            if ids.device.type == "cpu" and done.device.type == "cpu":  # written in place
+                self._traj.assign(done, new_start=new_start, out=ids.numpy())
+            else:
+                ids.copy_(self._traj.assign(done, new_start=new_start).reshape(view.batch_size))
+            view.get(POLICY_VERSION).fill_(self.policy_version)
+        if self._finite is not None:
+            self._finite(view, self.frames, arrays)
         self.frames += view.numel()
         self.iterations += 1
         return view

@@ -48,30 +48,35 @@ class TrajCounter:
         self.pending = torch.ones(num_rows, dtype=torch.bool)  # first step starts a trajectory
         self._np_state: tuple | None = None  # (current, pending, their numpy views)
 
-    def assign(self, done: torch.Tensor, *, new_start: bool = False,
-               out: np.ndarray | None = None) -> torch.Tensor | None:
+    def assign(self, done: torch.Tensor | np.ndarray, *, new_start: bool = False,
+               out: np.ndarray | None = None, time_first: bool = False) -> torch.Tensor | None:
         """Return the ``[num_rows, T]`` local-to-global ids for one batch of done flags.
 
         Args:
-            done: bool ``[num_rows, T]``: the ``("next", "done")`` flags of the batch.
+            done: bool ``[num_rows, T]``: the ``("next", "done")`` flags of the batch (a
+                tensor, or a numpy array: a CPU batch's, read without a torch op).
             new_start: every row starts a new trajectory at ``t = 0`` (the env was reset).
             out: a numpy int64 array of ``num_rows * T`` elements (a CPU batch's
                 ``("collector", "traj_ids")`` leaf, its own shape) to write the ids into
                 instead of returning them (CPU ``done`` only).
+            time_first: ``out`` is laid out ``[T, ...]`` (a batch's time-first numpy
+                view, ``RolloutWriter.arrays``) instead of ``[..., T]``.
 
         Returns:
             int64 ``[num_rows, T]`` ids, or ``None`` when written into ``out``.
         """
-        if done.device.type != "cpu":
-            local = self._assign_torch(done, new_start)
-            return local * self.stride + self.offset if self.stride > 1 else local
+        if isinstance(done, torch.Tensor):
+            if done.device.type != "cpu":
+                local = self._assign_torch(done, new_start)
+                return local * self.stride + self.offset if self.stride > 1 else local
+            done = done.numpy()
         # numpy: a few microseconds, not torch's per-op cost (a one-frame batch's ids)
-        local = self._assign_np(done.numpy(), new_start)
+        local = self._assign_np(done, new_start)
         if self.stride > 1:
             local = local * self.stride + self.offset
         if out is None:
             return torch.from_numpy(local)
-        out[...] = local.reshape(out.shape)
+        out[...] = (local.T if time_first else local).reshape(out.shape)
         return None
 
     def _state_np(self) -> tuple[np.ndarray, np.ndarray]:
