@@ -231,9 +231,9 @@ class RolloutWriter:
     def arrays(self) -> dict[tuple, np.ndarray] | None:
         """The storage's leaves as numpy arrays by tuple key, time first, where this writer
         made them already (a slab's batch on the CPU, :meth:`views_moved` false), else
-        ``None``: a reader of every leaf of a batch (the collector's finite check) skips a
-        ``Tensor.numpy()`` call, three torch ops, a leaf. Read-only use: they are the
-        storage's memory."""
+        ``None``: what the collector reads and writes once a batch (done flags, trajectory
+        ids, policy version, the finite check) costs no ``Tensor.numpy()`` call, three
+        torch ops, a leaf. They are the storage's memory: a write lands in the batch."""
         return self._np_slots
 
     def views_moved(self) -> bool:
