@@ -80,3 +80,17 @@ def test_what_cannot_be_unrolled_is_returned_as_is():
     assert unrolled(selecting) is selecting  # out-key selection: tensordict's call
     outer = TensorDictSequential(selecting)
     assert unrolled(outer) is outer  # a member that cannot be unrolled: the whole sequence
+
+
+def test_a_member_swapped_after_unrolling_is_the_one_called():
+    policy = _policy()
+    call = unrolled(policy)
+    policy[1] = TensorDictModule(nn.Identity(), ["action"], ["action"])  # no more scaling
+    a, b = _input(), _input()
+    call(a)
+    policy(b)
+    assert torch.equal(a["action"], b["action"])
+    policy[0].inplace = False  # an option changed: the sequences' own call, out of place
+    td = _input()
+    out = call(td)
+    assert out is not td and "action" in out.keys() and "action" not in td.keys()  # noqa: SIM118

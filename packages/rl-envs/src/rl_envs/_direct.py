@@ -198,9 +198,10 @@ def unrolled(policy: Any) -> Callable[[TensorDictBase], TensorDictBase]:
     sequences' dispatch (about 10 us a sequence on a CPU), and runs a plain member
     (:func:`is_plain`) on its tensors (:func:`call_plain`). The same modules run in the
     same order on the same tensors: outputs and gradients equal the generic call's. A hook
-    on a sequence or ``skip_existing`` (checked on every call) sends the call to
-    ``policy(td)``. A member that is not such a sequence (any other module, a subclass
-    with its own ``forward``) is called as the sequence calls it.
+    on a sequence, a member swapped or an option changed since, or ``skip_existing``
+    (checked on every call) sends the call to ``policy(td)``. A member that is not such a
+    sequence (any other module, a subclass with its own ``forward``) is called as the
+    sequence calls it.
 
     Args:
         policy: any callable.
@@ -225,9 +226,10 @@ def unrolled(policy: Any) -> Callable[[TensorDictBase], TensorDictBase]:
     members: list = []
     if not _unroll(policy, sequences, members) or not sequences:
         return policy
+    layout = [(seq, tuple(seq._module_iter())) for seq in sequences]
 
     def forward(tensordict: TensorDictBase) -> TensorDictBase:
-        if skip_existing() or any(_hooked(seq) for seq in sequences):
+        if skip_existing() or not all(_unchanged(seq, mods) for seq, mods in layout):
             return policy(tensordict)
         for member in members:
             if is_plain(member):
@@ -239,6 +241,14 @@ def unrolled(policy: Any) -> Callable[[TensorDictBase], TensorDictBase]:
         return tensordict
 
     return forward
+
+
+def _unchanged(sequence: Any, modules: tuple) -> bool:
+    """Whether ``sequence`` still runs as when it was unrolled: no hook, the same modules
+    (a member swapped since is called by the sequence itself), the same options."""
+    return (not _hooked(sequence) and tuple(sequence._module_iter()) == modules
+            and sequence.inplace in (None, True) and not sequence._select_before_return
+            and not sequence.partial_tolerant)
 
 
 def _unroll(module: Any, sequences: list, members: list) -> bool:
