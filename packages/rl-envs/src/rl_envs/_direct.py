@@ -247,7 +247,14 @@ def _unchanged(sequence: Any, modules: tuple) -> bool:
     """Whether ``sequence`` still runs as when it was unrolled: no hook, the same modules
     (a member swapped since is called by the sequence itself), the same options."""
     return (not _hooked(sequence) and tuple(sequence._module_iter()) == modules
-            and sequence.inplace in (None, True) and not sequence._select_before_return
+            and _writes_in_place(sequence))
+
+
+def _writes_in_place(sequence: Any) -> bool:
+    """Whether ``sequence`` calls its members on the tensordict each returns and returns
+    the last one: ``inplace`` ``None`` or ``True``, no out-key selection, not
+    ``partial_tolerant``."""
+    return (sequence.inplace in (None, True) and not sequence._select_before_return
             and not sequence.partial_tolerant)
 
 
@@ -257,8 +264,7 @@ def _unroll(module: Any, sequences: list, members: list) -> bool:
     if not isinstance(module, TensorDictSequential) or type(module).forward is not _TDS_FORWARD:
         members.append(module)
         return True
-    if (module.inplace not in (None, True) or module._select_before_return
-            or module.partial_tolerant):
+    if not _writes_in_place(module):
         return False
     sequences.append(module)
     return all(_unroll(m, sequences, members) for m in module._module_iter())
