@@ -84,7 +84,7 @@ def _all_finite(leaves: list[torch.Tensor]) -> bool:
     """Whether every element of every leaf is finite: numpy on CPU leaves it can read (one
     call a leaf, no torch dispatch), else one device reduction and one host sync."""
     if all(x.device.type == "cpu" and x.dtype in _NUMPY_FLOATS for x in leaves):
-        return all(np.isfinite(x.detach().numpy()).all() for x in leaves)
+        return _arrays_finite([x.detach().numpy() for x in leaves])
     return bool(torch.stack([torch.isfinite(x).all() for x in leaves]).all())
 
 
