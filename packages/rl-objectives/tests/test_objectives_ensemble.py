@@ -133,3 +133,32 @@ def test_plain_critics_are_called_on_tensors_with_the_same_values_and_gradients(
     for key in ("loss_qvalue", "loss_actor", "loss_alpha"):
         assert torch.equal(plain[key], generic[key]), key
     assert all(torch.equal(a, b) for a, b in zip(plain_grads, generic_grads, strict=True))
+
+
+def test_members_read_a_tensordictparams_leaves_and_count_takes_the_first_copies() -> None:
+    """``_members`` reads the stacked parameters through the TensorDict a
+    ``TensorDictParams`` wraps (its own methods cost more than a small critic): the same
+    leaves, whose views carry the gradient to the stacked parameter; ``count`` calls the
+    first copies only, with the values of ``params[:count]``'s call."""
+    from rl_objectives._ensemble import _members, stacked_calls
+
+    critic, td = _critic(), _input()
+    critic.eval()
+    params = stack_copies(critic, 3)
+    names, members = _members(params)
+    assert names == [".".join(k) for k in params.keys(True, True)]
+    assert len(members) == 3
+    for name, view in zip(names, members[1], strict=True):
+        stacked = params.get(tuple(name.split(".")))
+        assert view.data_ptr() == stacked[1].data_ptr() and view.shape == stacked.shape[1:]
+    obs = td["observation"]
+    all_three = stacked_calls(critic, params, critic.module, [obs])
+    first_two = stacked_calls(critic, params, critic.module, [obs], count=2)
+    sliced = stacked_calls(critic, params[:2].detach(), critic.module, [obs])
+    assert first_two.shape == (2, 6, 1)
+    assert torch.equal(first_two, all_three[:2]) and torch.equal(first_two, sliced)
+    first_two.sum().backward()
+    weight = params.get(("module", "0", "weight"))
+    assert weight.grad is not None
+    assert weight.grad[:2].abs().sum() > 0 and torch.equal(weight.grad[2],
+                                                           torch.zeros_like(weight.grad[2]))

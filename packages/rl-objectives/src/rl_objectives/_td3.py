@@ -239,8 +239,8 @@ class TD3Loss(StackedCritics, OneStepTarget, LossModule):
             MissingKeyError: a needed key is absent.
         """
         action = self._get(act(self.actor_network, tensordict), self.tensor_keys.action)
-        first = self.qvalue_network_params[:1].detach()
-        q_actor = self._qvalues(tensordict, action, first)[0]
+        # the first critic, detached (the detached TensorDict is cached; a slice is not)
+        q_actor = self._qvalues(tensordict, action, self.qvalue_network_params.detach(), 1)[0]
         return reduce(-q_actor, self.reduction), {"state_action_value_actor": q_actor.detach()}
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:

@@ -134,7 +134,7 @@ class TD3BCLoss(TD3Loss):
         """
         data_action = self._get(tensordict, self.tensor_keys.action)
         action = self._get(act(self.actor_network, tensordict), self.tensor_keys.action)
-        q_actor = self._qvalues(tensordict, action, self.qvalue_network_params[:1].detach())[0]
+        q_actor = self._qvalues(tensordict, action, self.qvalue_network_params.detach(), 1)[0]
         lmbd = self.alpha / q_actor.abs().mean().detach().clamp_min(1e-8)
         bc = (action - data_action).pow(2).flatten(tensordict.batch_dims).mean(-1)
         return reduce(-lmbd * q_actor + bc, self.reduction), {
