@@ -5,15 +5,14 @@
 ``examples/ppo_cartpole.py`` (``GymEnv`` x16 with ``StepCounter``, ``InitTracker``,
 ``RewardSum``; ``Collector`` -> ``GAE`` -> ``TensorDictReplayBuffer`` over a
 ``LazyTensorStorage`` with ``SamplerWithoutReplacement`` -> the minibatch ``ClipPPOLoss``
-reads), with one observation traced by its storage pointer (numpy's
-``__array_interface__`` data, ``tensor.untyped_storage().data_ptr()``) and its value from the
-array the simulator returns to the minibatch tensor. Each hop is a view (same storage) or a
-copy (a new storage holding the same values); ``copies: N`` counts the copies on that chain
-plus the duplicate stores of the same observation in the rollout batch (``obs[t+1]`` and
-``("next", "obs")[t]``). The simulator's array is seen by replacing the gymnasium vector
-env's ``step`` on the instance with a recorder that returns what it returns; the policy
-input by a forward pre-hook on the actor. ``uv run python benchmarks/bench_layout.py
---copies`` prints only this (a second).
+reads), with one observation traced by its storage pointer (numpy's ``__array_interface__``
+data, ``tensor.untyped_storage().data_ptr()``) and its value from the array the simulator
+returns to the minibatch tensor. Each hop is a view (same storage) or a copy (a new storage
+holding the same values); ``copies: N`` counts the copies on that chain, the rollout batch's
+two stores of it (``("next", "obs")[t]`` and ``obs[t+1]``) included. The simulator's array
+is seen by replacing the gymnasium vector env's ``step`` on the instance with a recorder
+that returns what it returns; the policy input by a forward pre-hook on the actor. ``uv run
+python benchmarks/bench_layout.py --copies`` prints only this (a second).
 
 **Layouts** (:func:`run`): time-major ``[T, *B]`` writes vs time-last ``[*B, T]``.
 
@@ -112,14 +111,6 @@ def _holds(x: Any, value: np.ndarray) -> bool:
     return bool((arr.reshape(-1, value.shape[-1]) == value).all(-1).any())
 
 
-def _batch_obs(rec: dict) -> tuple | None:
-    """The collector's batch storage (its observation leaf) as the policy is called."""
-    if "collector" not in rec:
-        return None
-    obs = rec["collector"].buffer.get("observation")
-    return obs.clone(), _ptr(obs)
-
-
 def _pipeline(num_envs: int, steps: int, minibatch: int) -> dict:
     """``examples/ppo_cartpole.py``'s objects (its defaults), with the two recorders."""
     import torch
@@ -153,16 +144,20 @@ def _pipeline(num_envs: int, steps: int, minibatch: int) -> dict:
 
     def seen(module: Any, args: tuple) -> None:
         root, nxt = base.buffers()
-        troot, tnxt = env.buffers()
-        rec["seen"].append({
-            "GymEnv next buffer": nxt.get("observation").clone(),
-            "GymEnv root buffer": root.get("observation").clone(),
-            "TransformedEnv next buffer": tnxt.get("observation").clone(),
-            "TransformedEnv root buffer": troot.get("observation").clone(),
-            "policy input (what the actor reads)": args[0].get("observation").clone(),
-            "_ptrs": [_ptr(t.get("observation")) for t in (nxt, root, tnxt, troot, args[0])],
-            "_batch": _batch_obs(rec),
-        })
+        troot, _ = env.buffers()
+        batch = rec["collector"].buffer if "collector" in rec else None
+        places = {
+            "GymEnv next buffer": nxt.get("observation"),
+            "GymEnv root buffer": root.get("observation"),
+            "TransformedEnv root buffer": troot.get("observation"),
+            "the Collector's batch, ('next', 'observation')":
+                None if batch is None else batch.get(("next", "observation")),
+            "the Collector's batch, 'observation'":
+                None if batch is None else batch.get("observation"),
+            "policy input (what the actor reads)": args[0].get("observation"),
+        }
+        rec["seen"].append({where: None if x is None else (x.clone(), _ptr(x))
+                            for where, x in places.items()})
 
     frames = num_envs * steps
     collector = Collector(env, actor, frames_per_batch=frames, total_frames=frames)
@@ -185,7 +180,7 @@ def _hop(hops: list, where: str, x: Any, value: np.ndarray) -> None:
     if not _holds(x, value):
         raise RuntimeError(f"the traced observation is not in {where}")
     ptr = _ptr(x)
-    kind = "view" if hops and ptr == hops[-1][2] else "copy"
+    kind = "view" if any(ptr == h[2] for h in hops) else "copy"
     hops.append((where, "start" if not hops else kind, ptr))
 
 
@@ -193,8 +188,9 @@ def count_copies(num_envs: int = 16, steps: int = 32, minibatch: int = 256) -> d
     """Trace one observation from the simulator's array to the loss's minibatch tensor.
 
     Returns:
-        ``{"copies": N, "hops": [(where, "start" | "view" | "copy", address)], "duplicates":
-        [where]}``.
+        ``{"copies": N, "hops": [(where, "start" | "view" | "copy", address)]}``: a hop is
+        a view when an earlier hop holds the same memory, else a copy (new memory holding
+        the same values); ``N`` counts the copies.
     """
     import torch
 
@@ -205,23 +201,21 @@ def count_copies(num_envs: int = 16, steps: int = 32, minibatch: int = 256) -> d
     value = value_all[row]
     hops: list = []
     _hop(hops, "simulator's array (the vector env's step return)", sim_arr, value)
-    seen = rec["seen"][s + 1]  # the policy call of the next step sees it at the root
-    for (where, x), ptr in zip(list(seen.items())[:5], seen["_ptrs"], strict=True):
-        if not _holds(x, value):
-            raise RuntimeError(f"the traced observation is not in {where}")
-        kind = "view" if ptr == hops[-1][2] else "copy"
-        if not any(ptr == h[2] for h in hops) or kind == "view":
-            hops.append((where, kind, ptr))
+    # where it is as the policy is called at step s + 1 (the batch's root slot s + 1 is
+    # written by then on either path: by the env, or by the copy after that call, seen
+    # at step s + 2), in the order the data flows
+    seen, later = rec["seen"][s + 1], rec["seen"][s + 2]
+    for where, found in seen.items():
+        if where == "the Collector's batch, 'observation'":
+            found = later[where]
+        if found is None or not _holds(found[0], value):
+            continue
+        ptr = found[1]
+        hops.append((where, "view" if any(ptr == h[2] for h in hops) else "copy", ptr))
+    if not any(w == "policy input (what the actor reads)" for w, _, _ in hops):
+        raise RuntimeError("the traced observation is not in the policy input")
     batch = rec["batch"]
-    written, ptr = rec["seen"][s + 2]["_batch"]  # stored at t = s + 1 before step s + 2
-    if not _holds(written, value):
-        raise RuntimeError("the traced observation is not in the Collector's batch storage")
-    hops.append(("Collector's batch storage", "view" if ptr == hops[-1][2] else "copy", ptr))
     _hop(hops, "the batch the Collector yields", batch.get("observation"), value)
-    duplicates = []
-    nxt_obs = batch.get(("next", "observation"))
-    if _holds(nxt_obs, value) and _ptr(nxt_obs) != _ptr(batch.get("observation")):
-        duplicates.append("the batch's ('next', 'observation') at t-1 (a second store)")
     with torch.no_grad():
         rec["gae"](batch)
     _hop(hops, "the batch after GAE", batch.get("observation"), value)
@@ -241,15 +235,13 @@ def count_copies(num_envs: int = 16, steps: int = 32, minibatch: int = 256) -> d
          value)
     rec["loss"](sample)  # the loss runs on that very minibatch
     rec["collector"].shutdown()
-    n = sum(kind == "copy" for _, kind, _ in hops) + len(duplicates)
-    return {"copies": n, "hops": hops, "duplicates": duplicates}
+    n = sum(kind == "copy" for _, kind, _ in hops)
+    return {"copies": n, "hops": hops}
 
 
 def print_copies(result: dict) -> None:
     for where, kind, _ in result["hops"]:
         print(f"  {kind:5s} {where}")
-    for where in result["duplicates"]:
-        print(f"  copy  {where}")
     print(f"copies: {result['copies']}")
 
 

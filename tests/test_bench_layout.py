@@ -12,9 +12,13 @@ def test_copy_count_traces_the_observation_end_to_end(bench_script) -> None:
     assert hops[-1][0] == "the minibatch ClipPPOLoss reads (buffer.sample)"
     kinds = [kind for _, kind, _ in hops[1:]]
     assert set(kinds) <= {"copy", "view"}
-    # a view is the same memory as the hop before it, a copy is new memory
-    for (_, _, before), (where, kind, ptr) in zip(hops, hops[1:], strict=False):
-        assert (ptr == before) == (kind == "view"), where
-    assert result["copies"] == kinds.count("copy") + len(result["duplicates"])
-    # the replay buffer's two copies (extend, sample) are always there; the rest is ours
-    assert 2 <= result["copies"] <= 7
+    # a view is memory an earlier hop holds, a copy is new memory
+    for i, (where, kind, ptr) in enumerate(hops[1:], start=1):
+        assert any(ptr == h[2] for h in hops[:i]) == (kind == "view"), where
+    assert result["copies"] == kinds.count("copy")
+    # issue 42's target: the env writes into the batch's slots (its two stores), the
+    # replay buffer copies twice (extend, sample); the env's own buffers are not on the path
+    assert result["copies"] <= 4
+    places = [where for where, _, _ in hops]
+    assert "GymEnv next buffer" not in places and "GymEnv root buffer" not in places
+    assert "the Collector's batch, ('next', 'observation')" in places

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from rl_envs import carry_pairs, reset_where, step_loop
+from rl_envs import carry_pairs, moving_obs_source, reset_where, step_loop
 from rl_profiling import profiled
 from tensordict import TensorDictBase
 
@@ -161,8 +161,13 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         self._templates = (template, next_template)
         self._choose_strategies()
         root_flags = [nested(k) for k in self.env.done_keys]
+        # the env writes its observation straight into each batch where it can (one device,
+        # no after-step hook that resets between steps): rl_envs.MovingObs
+        same = {self.policy_device, self.env_device, self.storing_device} == {torch.device("cpu")}
+        moving = (moving_obs_source(self.env, self.policy_input)
+                  if same and not self._after_step else None)
         self._planner = BatchPlanner(self.policy_input, env_next, self.out_keys, root_flags,
-                                     self._carry, self._after_step)
+                                     self._carry, self._after_step, moving)
         self._new_batch(shared, fresh=True)
 
     def _new_batch(self, shared: bool, fresh: bool = False) -> None:
@@ -215,6 +220,8 @@ class Collector(CollectorStateMixin, BaseCollector, ProfilingMixin):
         plan = self._batch_plan
         if actor.writes_batch:  # its outputs are in the batch already: nothing to carry
             plan = dataclasses.replace(plan, outs=[], carry=[])
+        if plan.moving is not None:  # an actor that reads no observation needs no slot views
+            plan.moving.rebind = getattr(actor, "reads_input", True)
         _, t_policy, t_env, total = step_loop(steps, actor, self.env.fast_step, plan)
         self._credit_steps(t_policy, t_env, total - t_policy - t_env, steps)
 

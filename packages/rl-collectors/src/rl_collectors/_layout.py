@@ -103,16 +103,25 @@ class BatchPlanner:
         constant_keys: list[tuple] = (),
         carry: list = (),
         after: list = (),
+        moving: Any = None,
     ) -> None:
+        moved = [] if moving is None else [(moving.key,)]  # the env writes it into the batch
         root_keys = [k for k in leaf_keys(policy_input)
-                     if k not in out_keys and k not in constant_keys]
+                     if k not in out_keys and k not in constant_keys and k not in moved]
         self.policy_input = policy_input
         self.root = RolloutWriter.sources(policy_input, root_keys)
-        self.next = RolloutWriter.sources(env_next)
+        self.next = RolloutWriter.sources(
+            env_next, [k for k in leaf_keys(env_next) if k not in moved])
         self.out_keys, self.carry, self.after = list(out_keys), list(carry), list(after)
+        self.moving = moving
+        # the policy's outputs are CPU tensors when its input is (read by key each step)
+        self.cpu_outputs = policy_input.device is not None and policy_input.device.type == "cpu"
 
     def plan(self, writer: RolloutWriter) -> StepPlan:
-        """The plan of ``writer``'s storage: ``carry`` and ``after`` go into it."""
+        """The plan of ``writer``'s storage: ``carry``, ``after`` and the moving
+        observation (``rl_envs.MovingObs``) go into it."""
+        moving = None if self.moving is None else self.moving.bind(writer)
         return StepPlan(self.policy_input, writer.bind(self.root),
-                        writer.keyed(self.out_keys), list(self.carry),
-                        writer.bind(self.next, prefix=(NEXT,)), list(self.after))
+                        writer.keyed(self.out_keys, arrays=self.cpu_outputs), list(self.carry),
+                        writer.bind(self.next, prefix=(NEXT,)), list(self.after),
+                        moving=moving)

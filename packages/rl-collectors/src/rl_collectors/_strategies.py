@@ -67,6 +67,7 @@ class RandomActor:
 
     __slots__ = ("spec", "keys", "pairs", "action", "env_input")
     writes_batch = True
+    reads_input = False  # its draws do not depend on the observation
 
     def __init__(self, spec: Any, action_keys: list[tuple], action: Any) -> None:
         self.spec, self.keys, self.action = spec, action_keys, action

@@ -12,7 +12,14 @@ from rl_envs._gym_backend import gym_backend, set_gym_backend
 from rl_envs._gym_env import GymEnv
 from rl_envs._policy import RandomPolicy
 from rl_envs._resets import reset_where
-from rl_envs._rollout import StepPlan, carry_pairs, carry_state, step_loop
+from rl_envs._rollout import (
+    MovingObs,
+    StepPlan,
+    carry_pairs,
+    carry_state,
+    moving_obs_source,
+    step_loop,
+)
 from rl_envs._spec_aliases import (
     BinaryDiscreteTensorSpec,
     BoundedTensorSpec,
@@ -100,6 +107,7 @@ __all__ = [
     "GymWrapper",
     "InitTracker",
     "InvalidActionError",
+    "MovingObs",
     "MultiCategorical",
     "MultiDiscreteTensorSpec",
     "NonFiniteError",
@@ -139,6 +147,7 @@ __all__ = [
     "carry_state",
     "check_env_specs",
     "gym_backend",
+    "moving_obs_source",
     "reset_where",
     "set_gym_backend",
     "step_loop",

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from rl_profiling import record
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from rl_envs._keys import DONE, DONE_KEYS, NEXT, TERMINATED, TRUNCATED
 from rl_envs._writer import RolloutWriter
@@ -34,7 +34,8 @@ from rl_envs._writer import RolloutWriter
 if TYPE_CHECKING:
     from rl_envs._env import EnvBase
 
-__all__ = ["StepPlan", "carry_pairs", "carry_state", "run_rollout", "step_loop", "time_last"]
+__all__ = ["MovingObs", "StepPlan", "carry_pairs", "carry_state", "moving_obs_source",
+           "run_rollout", "step_loop", "time_last"]
 
 _ROLLOUT_RANGES = ("EnvBase.policy", "EnvBase.fast_step")
 
@@ -50,8 +51,10 @@ class StepPlan:
             that keep their identity: the env's root buffers; numpy views on the CPU).
         outs: ``(slot, key)`` pairs copied as ``slot[t].copy_(policy_input.get(key))``
             before the step (a policy writes new tensors each call, so they are read by
-            key; :meth:`RolloutWriter.keyed`); empty for an actor that writes its
-            outputs into the batch itself.
+            key; :meth:`RolloutWriter.keyed`), or, ``slot`` a numpy array (a CPU policy
+            writing CPU storage), as ``slot[t] = policy_input.get(key).detach().numpy()``
+            (a numpy slice assignment: a fraction of ``Tensor.copy_``); empty for an actor
+            that writes its outputs into the batch itself.
         carry: :func:`carry_pairs` of the keys that cross a step (recurrent state).
         next: ``(slot, src)`` pairs copied as ``slot[t] = src`` after the step (the env's
             next buffers).
@@ -59,6 +62,9 @@ class StepPlan:
             (``max_frames_per_traj``).
         ranges: the profiling ranges of the actor call and the env step
             (``EnvBase.rollout`` names them ``EnvBase.policy`` and ``EnvBase.fast_step``).
+        moving: the observation the env writes straight into the storage
+            (:class:`MovingObs`), its pairs then absent from ``root`` and ``next``; ``None``
+            for the copies of the env's buffers.
 
     Examples:
         >>> import torch
@@ -81,6 +87,7 @@ class StepPlan:
     next: list = field(default_factory=list)
     after: list = field(default_factory=list)
     ranges: tuple[str, str] = ("Collector.policy", "EnvBase.fast_step")
+    moving: MovingObs | None = None
 
 
 def step_loop(
@@ -96,48 +103,170 @@ def step_loop(
     policy outputs into slot ``t``; carry the state that crosses a step
     (:func:`carry_state`); ``step(action)`` (the env's fast step, which decides and
     applies the resets of finished sub-envs); copy the next pairs; run the after-step
-    hooks; stop early when ``stop(t)`` is true.
+    hooks; stop early when ``stop(t)`` is true. With ``plan.moving`` (a
+    :class:`MovingObs`) the env writes its observation into slot ``t`` of ``"next"`` and
+    slot ``t + 1`` of the root itself, and the policy reads slot ``t``.
 
     Args:
         steps: the number of steps to run.
         actor: ``(policy_input, t) -> action``: the policy call, or a random draw.
         step: the env's ``fast_step``.
         plan: the :class:`StepPlan` of the storage being written.
-        stop: ``t -> bool``, checked after each step (``break_when_any_done``).
+        stop: ``t -> bool``, checked after each step (``break_when_any_done``); not with
+            ``plan.moving``.
 
     Returns:
         ``(steps_run, policy_seconds, env_seconds, total_seconds)`` by the wall clock
         (four clock reads a step).
     """
-    policy_input, root, outs, carry, nxt, after = (
-        plan.policy_input, plan.root, plan.outs, plan.carry, plan.next, plan.after)
+    policy_input, root, outs, carry, nxt, after, moving = (
+        plan.policy_input, plan.root, plan.outs, plan.carry, plan.next, plan.after, plan.moving)
+    if moving is not None and stop is not None:
+        raise ValueError("step_loop: a plan with a MovingObs writes every step's root into the "
+                         "storage; expected stop=None (break_when_any_done), got a stop")
     clock, (policy_range, step_range) = time.perf_counter, plan.ranges
     t_policy = t_env = 0.0
     start = clock()
-    for t in range(steps):
-        t0 = clock()
-        with record(policy_range):
-            action = actor(policy_input, t)
-        t1 = clock()
-        for slot, src in root:
-            slot[t] = src
-        for slot, key in outs:
-            slot[t].copy_(policy_input.get(key))
-        if carry:
-            carry_state(policy_input, carry)
-        t2 = clock()
-        with record(step_range):  # the step, and the reset of finished sub-envs
-            step(action)
-        t3 = clock()
-        for slot, src in nxt:
-            slot[t] = src
-        for hook in after:
-            hook(t)
-        t_policy += t1 - t0
-        t_env += t3 - t2
-        if stop is not None and stop(t):
-            return t + 1, t_policy, t_env, clock() - start
+    try:
+        for t in range(steps):
+            t0 = clock()
+            if moving is not None:
+                moving.point(t)  # the policy reads, and the env writes, this step's slots
+            with record(policy_range):
+                action = actor(policy_input, t)
+            t1 = clock()
+            for slot, src in root:
+                slot[t] = src
+            if moving is not None and not t:
+                moving.first_root()
+            for slot, key in outs:
+                if type(slot) is np.ndarray:  # a CPU policy's output into CPU storage
+                    slot[t] = policy_input.get(key).detach().numpy()
+                else:
+                    slot[t].copy_(policy_input.get(key))
+            if carry:
+                carry_state(policy_input, carry)
+            t2 = clock()
+            with record(step_range):  # the step, and the reset of finished sub-envs
+                step(action)
+            t3 = clock()
+            for slot, src in nxt:
+                slot[t] = src
+            for hook in after:
+                hook(t)
+            t_policy += t1 - t0
+            t_env += t3 - t2
+            if stop is not None and stop(t):
+                return t + 1, t_policy, t_env, clock() - start
+    finally:
+        if moving is not None:
+            moving.release()
     return steps, t_policy, t_env, clock() - start
+
+
+class MovingObs:
+    """An observation the env writes straight into a storage (issue 42's moving slots).
+
+    At step ``t`` the env writes the simulator's array into ``("next", key)[t]`` and the
+    root for ``t + 1`` (the rows of finished sub-envs reset) into ``key[t + 1]``, which
+    the policy reads at ``t + 1``: two copies a step, where copying the env's own two
+    buffers into the storage takes four. The last step's root goes to the env's own
+    buffer (the next batch's first root; the policy reads it at step 0, which
+    :meth:`first_root` copies into ``key[0]``). The env's numpy views point at the step's
+    slots from :meth:`point` on, so a reset decided anywhere in the step (the env's
+    autoreset, a transform's truncation) writes into the storage; :meth:`release` (the
+    loop's ``finally``) puts the env's own back, so nothing outside the loop sees the
+    slots. The policy's views of the slots (one ``unbind`` a storage) are made only when
+    ``rebind`` is true (an actor that reads the observation). Built per storage by
+    :func:`moving_obs_source`'s ``bind``.
+    """
+
+    __slots__ = ("env", "own", "key", "leaves", "home", "nxt", "root", "last", "views",
+                 "obs_views", "storage", "rebind")
+
+    def __init__(self, env: Any, key: str, leaves: dict, home: torch.Tensor,
+                 nxt: np.ndarray, root: np.ndarray, storage: torch.Tensor) -> None:
+        self.env, self.key, self.leaves, self.home = env, key, leaves, home
+        self.storage, self.views = storage, None  # the policy's views: made on first use
+        self.rebind = True  # False for an actor that never reads the policy input
+        self.own = (env._nobs, env._robs, env._obs_views)
+        if not env.batch_size:  # an unbatched env's [] slots, seen as gymnasium's [1] arrays
+            nxt, root = nxt[:, None], root[:, None]
+        self.nxt, self.root, self.last = nxt, root, len(root) - 1
+        self.obs_views = [self.own[2][0]]  # the env's one (path, next, root) entry, moved
+
+    def point(self, t: int) -> None:
+        """Step ``t``: the policy reads slot ``t`` (at ``t = 0`` the env's own root, which
+        :meth:`first_root` copies into slot 0 after the call), and the env writes the
+        simulator's array into ``("next", key)[t]`` and the root for ``t + 1`` into
+        ``key[t + 1]`` (the last step's into its own buffer). Its views stay there until
+        the next step's, and :meth:`release` puts its own back."""
+        env, root = self.env, self.root
+        if t and self.rebind:
+            views = self.views
+            if views is None:
+                views = self.views = self.storage.unbind(0)
+            self.leaves[self.key] = views[t]
+        nxt = self.nxt[t]
+        ahead = root[t + 1] if t < self.last else self.own[1]
+        env._nobs, env._robs = nxt, ahead
+        self.obs_views[0] = ((), nxt, ahead)
+        env._obs_views = self.obs_views
+
+    def first_root(self) -> None:
+        """After the policy's call at step 0: the env's own root (what it read) into slot 0."""
+        self.root[0][...] = self.own[1]
+
+    def release(self) -> None:
+        """After a loop: the env's own views, and the policy input's observation the env's
+        own root again."""
+        env = self.env
+        env._nobs, env._robs, env._obs_views = self.own
+        self.leaves[self.key] = self.home
+
+
+@dataclass
+class _MovingSource:
+    env: Any
+    key: str
+    leaves: dict
+    home: torch.Tensor
+
+    def bind(self, writer: RolloutWriter) -> MovingObs:
+        """The :class:`MovingObs` of ``writer``'s storage (time-first numpy views)."""
+        root = writer.array((self.key,))
+        nxt = writer.array((NEXT, self.key))
+        return MovingObs(self.env, self.key, self.leaves, self.home, nxt, root,
+                         writer.slot(self.key))
+
+
+def moving_obs_source(env: EnvBase, policy_input: TensorDictBase) -> _MovingSource | None:
+    """What :class:`MovingObs` needs of ``env`` and the policy input, read once per layout,
+    where the env can write its observation through slots that move: a ``GymWrapper``
+    with one observation leaf on the CPU, alone or under a ``TransformedEnv`` whose
+    transforms never read or write it (``StepCounter``, ``InitTracker``, ``RewardSum``),
+    and a policy input whose observation is that env's root buffer itself. ``None``
+    otherwise: the env's buffers are copied into the storage, as before."""
+    from rl_envs._gym import GymWrapper
+    from rl_envs._transforms import TransformedEnv, _walk
+    from rl_envs._transforms_lib import InitTracker, RewardSum, StepCounter
+
+    base = env
+    if isinstance(env, TransformedEnv):
+        blind = (InitTracker, RewardSum, StepCounter)
+        if env._ext is not None or any(type(x) not in blind for x in _walk(env.transform)[1:]):
+            return None
+        base = env.base_env
+    if not isinstance(base, GymWrapper) or type(base).fast_step is not GymWrapper.fast_step:
+        return None
+    root, _ = env.buffers()
+    if base._nobs is None or base.device.type != "cpu" or type(policy_input) is not TensorDict:
+        return None
+    keys = [k for k in base.observation_spec.keys(True, True) if k not in base._info_keys]
+    key = keys[0] if len(keys) == 1 else None
+    if not isinstance(key, str) or policy_input.get(key, None) is not root.get(key):
+        return None
+    return _MovingSource(base, key, policy_input._tensordict, root.get(key))
 
 
 def time_last(storage: TensorDictBase) -> TensorDictBase:

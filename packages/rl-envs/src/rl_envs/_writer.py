@@ -63,6 +63,13 @@ def empty_cpu(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
     return torch.frombuffer(mm, dtype=dtype).view(shape)  # the tensor keeps ``mm`` alive
 
 
+_NUMPY_DTYPES = frozenset({
+    torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16,
+    torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128,
+})
+"""Torch dtypes whose tensors have a numpy view (``Tensor.numpy()``; bfloat16 has none)."""
+
+
 def _tup(key: Any) -> tuple:
     return (key,) if isinstance(key, str) else tuple(key)
 
@@ -228,6 +235,16 @@ class RolloutWriter:
             return empty_cpu(shape, dtype)
         return torch.empty(shape, dtype=dtype, device=device)
 
+    def array(self, key: Any) -> np.ndarray:
+        """The CPU storage leaf ``key`` as a time-first numpy array (``array(key)[t]`` is step
+        ``t``'s slot), a slab's view registered as :meth:`bind`'s are (so that
+        :meth:`views_moved` sees it move)."""
+        key = _tup(key)
+        if self._np_slots is not None:
+            self._np_used.append(self._np_ptrs[key])
+            return self._np_slots[key]
+        return self.slot(key).numpy()
+
     def arrays(self) -> dict[tuple, np.ndarray] | None:
         """The storage's leaves as numpy arrays by tuple key, time first, where this writer
         made them already (a slab's batch on the CPU, :meth:`views_moved` false), else
@@ -301,12 +318,20 @@ class RolloutWriter:
         """
         return self.bind(self.sources(sources, keys), prefix)
 
-    def keyed(self, keys: list, prefix: tuple = ()) -> list[tuple[torch.Tensor, Any]]:
+    def keyed(self, keys: list, prefix: tuple = (), arrays: bool = False) -> list[tuple[Any, Any]]:
         """``(dst, key)`` for sources read by key each step (a policy writes new tensors):
         ``dst[t].copy_(td.get(key))`` stores step ``t``. A one-element key is given as its
-        string (``get("action")`` is the cheaper call)."""
-        keys = [_tup(k) for k in keys]
-        return [(self.slot((*prefix, *k)), k[0] if len(k) == 1 else k) for k in keys]
+        string (``get("action")`` is the cheaper call). With ``arrays`` (the caller's
+        sources are CPU tensors), a CPU leaf's ``dst`` is its time-first numpy array
+        (:meth:`array`), stored as ``dst[t] = td.get(key).detach().numpy()``."""
+        out = []
+        for k in (_tup(k) for k in keys):
+            full = (*prefix, *k)
+            dst: Any = self.slot(full)
+            if arrays and dst.device.type == "cpu" and dst.dtype in _NUMPY_DTYPES:
+                dst = self.array(full)
+            out.append((dst, k[0] if len(k) == 1 else k))
+        return out
 
 
 def _assemble(leaves: dict[tuple, torch.Tensor], batch_size: torch.Size, device: Any,
