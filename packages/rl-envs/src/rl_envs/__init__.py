@@ -10,16 +10,10 @@ from rl_envs._fast_path import FastPathEnv
 from rl_envs._gym import GymWrapper
 from rl_envs._gym_backend import gym_backend, set_gym_backend
 from rl_envs._gym_env import GymEnv
+from rl_envs._moving import MovingObs, moving_obs_source
 from rl_envs._policy import RandomPolicy
 from rl_envs._resets import reset_where
-from rl_envs._rollout import (
-    MovingObs,
-    StepPlan,
-    carry_pairs,
-    carry_state,
-    moving_obs_source,
-    step_loop,
-)
+from rl_envs._rollout import StepPlan, carry_pairs, carry_state, step_loop
 from rl_envs._spec_aliases import (
     BinaryDiscreteTensorSpec,
     BoundedTensorSpec,

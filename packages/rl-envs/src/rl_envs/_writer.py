@@ -294,8 +294,7 @@ class RolloutWriter:
         np_slots = self._np_slots
         for key, x, x_np in sources:
             if np_slots is not None and x_np is not None:  # a slab's batch: views made already
-                pairs.append((np_slots[(*prefix, *key)], x_np))
-                self._np_used.append(self._np_ptrs[(*prefix, *key)])
+                pairs.append((self.array((*prefix, *key)), x_np))
                 continue
             dst = self.slot((*prefix, *key))
             cpu = x_np is not None and dst.device.type == "cpu"
