@@ -7,11 +7,11 @@ update step (``make_update_step`` over its ``SACLoss``, ``SoftUpdate`` and Adam,
 ``buffer.sample()`` per step), SB3's is ``SAC.train`` (``peers_sb3.sac``: the same
 example's settings), both after the example's random frames, one torch thread. With
 ``--algo td3`` the example is ``td3_mujoco.py`` (HalfCheetah-v5, policy delay 2): ours is
-its ``sac_pendulum.train_step`` (the critics alone on every second step) with its fused
-Adam, SB3's ``TD3.train`` (``peers_sb3.td3``). Blocks of ``--calls`` steps alternate side
-and order for ``--rounds`` rounds; printed as one JSON line: the median microseconds a
-step of each side, their ratio (ours / SB3: below 1 is ours faster), every round's figure
-and the load.
+its ``sac_pendulum.train_step`` (the critics alone on every second step) with its
+``PARTS`` (oneDNN linears, fused Adam), SB3's ``TD3.train`` (``peers_sb3.td3``). Blocks
+of ``--calls`` steps alternate side and order for ``--rounds`` rounds; printed as one JSON
+line: the median microseconds a step of each side, their ratio (ours / SB3: below 1 is
+ours faster), every round's figure and the load.
 
     uv run --group peers python benchmarks/peers_sac_step.py [--rounds 8] [--calls 60]
         [--clock cpu|wall] [--hidden 128] [--algo td3] [--fill 100000]
@@ -43,16 +43,17 @@ from rl_objectives import make_update_step  # noqa: E402
 from rl_profiling import RunReport  # noqa: E402
 from rl_replay import LazyTensorStorage, RandomSampler, TensorDictReplayBuffer  # noqa: E402
 
-# the example's own optimiser where it hands the loop one (``td3_mujoco.py``: a fused Adam)
-OPTIMIZERS = {"td3": td3_mujoco.make_fused_optimizer}
+# the parts each example hands sac_pendulum's loop (td3_mujoco.py: oneDNN linears, fused Adam)
+PARTS = {"td3": td3_mujoco.PARTS}
 
 
 def ours_step(cfg: sac_pendulum.Config, fill: int):
     """The example's update step and a buffer holding ``fill`` random frames."""
     env = sac_pendulum.make_env(cfg)
-    actor, qvalue = sac_pendulum.make_agent(env, cfg)
-    loss_fn, target_updater = sac_pendulum.make_loss(actor, qvalue, env, cfg)
-    optim = OPTIMIZERS.get(cfg.algo, sac_pendulum.make_optimizer)(loss_fn, cfg)
+    parts = PARTS.get(cfg.algo, sac_pendulum.Parts())
+    actor, qvalue = parts.agent(env, cfg)
+    loss_fn, target_updater = parts.loss(actor, qvalue, env, cfg)
+    optim = parts.optimizer(loss_fn, cfg)
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(cfg.buffer_size),
                                     sampler=RandomSampler(), batch_size=cfg.batch_size)
     collector = Collector(env, actor, frames_per_batch=cfg.num_envs, total_frames=fill,

@@ -30,6 +30,7 @@ from rl_modules._exploration import (
 )
 from rl_modules._models import MLP, ConvNet, DuelingCnnDQNet, NatureCNN, SquashDims
 from rl_modules._noisy import NoisyLinear, reset_noise
+from rl_modules._onednn import OneDNNLinear, onednn_linears
 from rl_modules._qvalue import QValueActor, QValueModule
 from rl_modules._spec_guard import event_spec
 from rl_modules._tanh import TanhDelta, TanhModule
@@ -58,6 +59,7 @@ __all__ = [
     "MaskedCategorical",
     "NatureCNN",
     "NoisyLinear",
+    "OneDNNLinear",
     "NormalParamExtractor",
     "OneHotCategorical",
     "OrnsteinUhlenbeckProcessModule",
@@ -74,6 +76,7 @@ __all__ = [
     "__version__",
     "event_spec",
     "exploration_type",
+    "onednn_linears",
     "reset_noise",
     "set_exploration_type",
 ]
