@@ -19,6 +19,11 @@ And the Nature CNN (``ppo_atari.py``'s trunk) on two threads, as the example run
 and backward on a ``[256, 4, 84, 84]`` uint8 minibatch and the forward alone on a
 collection step's ``[8, 4, 84, 84]``; fresh pixels every call. Informational (ours / NCHW;
 below 1 is faster): the layout is a choice, not an overhead.
+
+And ``OneDNNLinear`` against ``nn.Linear`` on one thread: TD3's HalfCheetah critic (an
+``MLP`` 23-256-256-1, ReLU) forward and backward on a batch of 256 fresh rows, and one
+256x256 layer's forward on 256 rows. Informational (oneDNN / MKL; below 1 is faster): which
+kernel wins depends on the CPU (``docs/modules.md``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from rl_modules import (
     EGreedyModule,
     ExplorationType,
     NatureCNN,
+    OneDNNLinear,
     ProbabilisticActor,
     QValueActor,
     TanhNormal,
@@ -161,6 +167,35 @@ def _cnn_rows() -> list[dict]:
     return rows
 
 
+def _onednn_rows() -> list[dict]:
+    """``OneDNNLinear`` / ``nn.Linear``: TD3's critic trained one batch, one layer's forward."""
+    rows = []
+    for what, n_in, depth, n_out, grad in (("MLP 23-256-256-1 fwd+bwd", 23, 2, 1, True),
+                                           ("Linear 256x256 fwd no_grad", 256, 0, 256, False)):
+        nets = {}
+        for name, layer in (("onednn", OneDNNLinear), ("mkl", nn.Linear)):
+            torch.manual_seed(0)
+            nets[name] = (MLP(n_in, n_out, num_cells=256, depth=depth, activation_class=nn.ReLU,
+                              layer_class=layer) if depth else layer(n_in, n_out))
+        rows_in = _pool(256, n_in)
+
+        def call(net, x, grad=grad):
+            if grad:
+                net(x).sum().backward()
+            else:
+                with torch.no_grad():
+                    net(x)
+
+        best = _interleaved({k: (lambda x, n=n: call(n, x)) for k, n in nets.items()},
+                            {k: rows_in for k in nets}, 200 if grad else 500)
+        rows.append(dict(
+            figure=f"OneDNNLinear {what} [256, {n_in}], 1 thread: oneDNN / nn.Linear (info)",
+            value=best["onednn"], unit="us", limit=best["mkl"],
+            ratio=best["onednn"] / best["mkl"],
+        ))
+    return rows
+
+
 def run() -> list[dict]:
     """Every figure on one thread; returns the rows."""
     threads = torch.get_num_threads()
@@ -171,6 +206,7 @@ def run() -> list[dict]:
         for batch in BATCHES:
             rows.append(_rows_for("ProbabilisticActor(TanhNormal)", _tanh_case, batch))
             rows.append(_rows_for("QValueActor + EGreedyModule", _qvalue_case, batch))
+        rows += _onednn_rows()
         torch.set_num_threads(2)
         rows += _cnn_rows()
         return rows

@@ -134,6 +134,9 @@ _TD3_DIFFS = [
     "here (our example has one width for both layers).",
     "Our Adam is fused (one kernel over every parameter); SB3's is torch's default "
     "per-tensor loop.",
+    "Our linear layers are `OneDNNLinear`: a training batch's products run on oneDNN "
+    "(AVX-512 on this AMD CPU); SB3's `nn.Linear` calls MKL's `sgemm`, which runs its AVX2 "
+    "kernels here. The same math, values equal up to float32 rounding.",
     "SB3 steps its env in a Python loop (`DummyVecEnv`), ours in gymnasium's vector env.",
 ]
 _CROSSQ_DIFFS = [

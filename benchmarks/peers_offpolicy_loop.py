@@ -49,7 +49,7 @@ def ours(cfg: td3_mujoco.Config) -> tuple[float, dict[str, float]]:
     report = io.StringIO()
     start = time.perf_counter()
     with contextlib.redirect_stdout(report), contextlib.redirect_stderr(io.StringIO()):
-        sac_pendulum.main(cfg)
+        sac_pendulum.main(cfg, td3_mujoco.PARTS)
     seconds = time.perf_counter() - start
     phases = {}
     for name in PHASES:
