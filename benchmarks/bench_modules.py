@@ -136,6 +136,15 @@ def _rows_for(name: str, make, batch: int) -> dict:
     )
 
 
+def _call(model, x: torch.Tensor, grad: bool) -> None:
+    """One forward, then a backward of its sum (``grad``) or under ``no_grad``."""
+    if grad:
+        model(x).sum().backward()
+    else:
+        with torch.no_grad():
+            model(x)
+
+
 def _cnn_rows() -> list[dict]:
     """``NatureCNN`` (ours: input reordered channels-last) vs its layers on the NCHW input."""
     net = NatureCNN(in_channels=4)
@@ -149,11 +158,7 @@ def _cnn_rows() -> list[dict]:
                   for _ in range(max(4, POOL_BYTES // (batch * 4 * 84 * 84)))]
 
         def step(model, x, grad=grad):
-            if grad:
-                model(x).sum().backward()
-            else:
-                with torch.no_grad():
-                    model(x)
+            _call(model, x, grad)
 
         best = _interleaved({"ours": lambda x: step(net, x), "nchw": lambda x: step(plain, x)},
                             {"ours": pixels, "nchw": pixels}, calls, rounds=5)
@@ -179,14 +184,7 @@ def _onednn_rows() -> list[dict]:
                               layer_class=layer) if depth else layer(n_in, n_out))
         rows_in = _pool(256, n_in)
 
-        def call(net, x, grad=grad):
-            if grad:
-                net(x).sum().backward()
-            else:
-                with torch.no_grad():
-                    net(x)
-
-        best = _interleaved({k: (lambda x, n=n: call(n, x)) for k, n in nets.items()},
+        best = _interleaved({k: (lambda x, n=n, g=grad: _call(n, x, g)) for k, n in nets.items()},
                             {k: rows_in for k in nets}, 200 if grad else 500)
         rows.append(dict(
             figure=f"OneDNNLinear {what} [256, {n_in}], 1 thread: oneDNN / nn.Linear (info)",
