@@ -84,9 +84,10 @@ class OneDNNLinear(nn.Linear):
 
     def _onednn(self, x: torch.Tensor) -> bool:
         w = self.weight
-        return (_AVAILABLE and x.device.type == "cpu" and x.dtype == torch.float32
+        if not _AVAILABLE or x.numel() * w.shape[0] < self.min_macs:
+            return False  # first: a policy's small call returns before the slower checks
+        return (x.device.type == "cpu" and x.dtype == torch.float32
                 and w.dtype == torch.float32 and x.dim() >= 1 and x.shape[-1] == w.shape[1]
-                and x.numel() * w.shape[0] >= self.min_macs
                 and not torch.is_autocast_enabled("cpu")
                 and not torch.compiler.is_compiling()
                 and not torch._C._are_functorch_transforms_active())
