@@ -177,10 +177,12 @@ class VecNorm(SharedStatsTransform):
             differs from the statistics' (from ``shapes`` or a loaded state).
 
     Examples:
+        >>> import torch
         >>> from rl_envs import GymEnv, TransformedEnv
         >>> env = TransformedEnv(GymEnv("Pendulum-v1", num_envs=4), VecNorm(decay=1.0))
+        >>> _ = torch.manual_seed(0), env.set_seed(0)  # random actions, random starts
         >>> obs = env.rollout(200, break_when_any_done=False)["next", "observation"]
-        >>> bool(obs[:, -100:].mean((0, 1)).abs().max() < 0.5)
+        >>> bool(obs.mean((0, 1)).abs().max() < 0.25)  # about zero mean, each feature
         True
         >>> state = env.transform[0].state_dict()
         >>> sorted(state), state["observation_count"].item()
